@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Receiver-side max-min fair share of inbound capacity (R-HINT-1..R-HINT-4).
+#include <algorithm>
+
+#include "mroce/cc.hpp"
+
+namespace mroce {
+
+FairShare::FairShare(uint64_t capacity_kbps, Time interval) noexcept
+    : capacity_kbps_(capacity_kbps), interval_(interval ? interval : 1) {}
+
+uint32_t FairShare::add_sender(double weight) {
+    for (uint32_t i = 0; i < senders_.size(); ++i) {
+        if (!senders_[i].used) {
+            senders_[i] = Sender{};
+            senders_[i].weight = weight > 0 ? weight : 1.0;
+            senders_[i].used = true;
+            return i;
+        }
+    }
+    Sender s;
+    s.weight = weight > 0 ? weight : 1.0;
+    s.used = true;
+    senders_.push_back(s);
+    return uint32_t(senders_.size() - 1);
+}
+
+void FairShare::remove_sender(uint32_t idx) noexcept {
+    if (idx < senders_.size()) {
+        if (senders_[idx].active) --active_;
+        senders_[idx] = Sender{};
+    }
+}
+
+void FairShare::set_weight(uint32_t idx, double w) noexcept {
+    if (idx < senders_.size() && w > 0) senders_[idx].weight = w;
+}
+
+void FairShare::on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
+    if (idx >= senders_.size()) return;
+    Sender& s = senders_[idx];
+    s.bytes += bytes;
+    if (!s.active) {
+        // R-HINT-2: a new sender counts at once, so the others' hints drop in
+        // the same round trip instead of one interval later.
+        s.active = true;
+        s.idle_intervals = 0;
+        s.rate_kbps = 0;
+        ++active_;
+        recompute();
+    }
+    if (!started_) {
+        started_ = true;
+        interval_start_ = now;
+    }
+}
+
+void FairShare::update(Time now) noexcept {
+    if (!started_ || now - interval_start_ < interval_) return;
+    const double secs = double(now - interval_start_) / 1e9;
+    for (Sender& s : senders_) {
+        if (!s.used) continue;
+        s.rate_kbps = double(s.bytes) * 8.0 / 1000.0 / secs;
+        if (s.bytes == 0 && s.active) {
+            // R-HINT-2: two silent intervals make a sender inactive.
+            if (++s.idle_intervals >= 2) {
+                s.active = false;
+                --active_;
+            }
+        } else {
+            s.idle_intervals = 0;
+        }
+        s.bytes = 0;
+    }
+    interval_start_ = now;
+    recompute();
+}
+
+void FairShare::recompute() noexcept {
+    // Water-filling (R-HINT-4): senders that used clearly less than an equal
+    // weighted share last interval are demand-limited; they get their rate
+    // plus headroom and the remainder goes to the rest by weight.
+    double cap = double(capacity_kbps_);
+    double wsum = 0;
+    for (Sender& s : senders_)
+        if (s.active) wsum += s.weight;
+    if (wsum <= 0) return;
+    bool changed = true;
+    for (Sender& s : senders_) s.share_kbps = 0;
+    uint32_t rounds = 0;
+    limited_.assign(senders_.size(), 0);
+    std::vector<uint8_t>& limited = limited_;
+    while (changed && rounds++ < senders_.size() + 1) {
+        changed = false;
+        const double per_w = cap / wsum;
+        for (size_t i = 0; i < senders_.size(); ++i) {
+            Sender& s = senders_[i];
+            if (!s.active || limited[i]) continue;
+            const double fair = per_w * s.weight;
+            // Rate 0 = just arrived: not known to be limited.
+            if (s.rate_kbps > 0 && s.rate_kbps * 2.0 < fair) {
+                const double grant = std::min(fair, s.rate_kbps * 2.0);
+                s.share_kbps = uint32_t(std::max(1.0, grant));
+                limited[i] = 1;
+                cap -= grant;
+                wsum -= s.weight;
+                changed = true;
+            }
+        }
+        if (wsum <= 0) break;
+    }
+    if (wsum > 0) {
+        const double per_w = std::max(0.0, cap) / wsum;
+        for (size_t i = 0; i < senders_.size(); ++i) {
+            Sender& s = senders_[i];
+            if (s.active && !limited[i])
+                s.share_kbps = uint32_t(std::min(4294967295.0, std::max(1.0, per_w * s.weight)));
+        }
+    }
+}
+
+uint32_t FairShare::hint_kbps(uint32_t idx) const noexcept {
+    if (idx >= senders_.size() || !senders_[idx].active) return uint32_t(std::min<uint64_t>(capacity_kbps_, 0xffffffffu));
+    return senders_[idx].share_kbps;
+}
+
+}  // namespace mroce

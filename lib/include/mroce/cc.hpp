@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Congestion control, both sides (doc/spec.md section "Congestion control",
+// rules R-CC-* and R-HINT-*). Pure state machines fed by the engine: no clock
+// of their own, no I/O, no allocation after construction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mroce {
+
+using Time = uint64_t;
+
+struct CcConfig {
+    double init_cwnd = 32;      // packets
+    double min_cwnd = 1;
+    double max_cwnd = 256;      // a path never has more in flight than its SACK window (R-SACK-2)
+    double dctcp_g = 1.0 / 16;  // EWMA gain of the marked fraction (R-CC-2)
+    double ai_per_rtt = 1.0;    // additive increase, packets per round trip (R-CC-3)
+    double loss_beta = 1.0;     // window multiplier on a SACK-detected loss; 1 = loss is not congestion (R-CC-5)
+    bool ecn = true;            // react to CE echoes
+};
+
+// Sender-side window of one path: DCTCP-style ECN AIMD (R-CC-1..R-CC-6).
+class PathWindow {
+public:
+    explicit PathWindow(const CcConfig& cfg = {}) noexcept;
+    void reset() noexcept;
+    // One ack: `acked` packets newly acknowledged, `marked` of the acked data
+    // carried CE; `ack_psn` is the ack's cumulative PSN, `snd_nxt` the next PSN
+    // the sender will use (ends the current observation round).
+    void on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept;
+    void on_loss() noexcept;
+    void on_timeout() noexcept;
+    double cwnd() const noexcept { return cwnd_; }
+    double alpha() const noexcept { return alpha_; }
+    // Rounds since the last round that saw a mark (0 = marked in this or the last round).
+    uint32_t rounds_since_mark() const noexcept { return rounds_since_mark_; }
+    uint64_t cuts() const noexcept { return cuts_; }
+
+private:
+    CcConfig cfg_;
+    double cwnd_;
+    double alpha_ = 0;
+    uint32_t round_end_ = 0;
+    bool round_open_ = false;
+    uint32_t round_acked_ = 0;
+    uint32_t round_marked_ = 0;
+    bool cut_this_round_ = false;
+    uint32_t rounds_since_mark_ = 1000;
+    uint64_t cuts_ = 0;
+};
+
+// Sender-side pacer toward the receiver's hint (R-HINT-5). Rate in kbit/s;
+// 0 means unlimited. Burst allowance in bytes.
+class TokenBucket {
+public:
+    explicit TokenBucket(uint32_t burst_bytes = 64 * 1024) noexcept : burst_(burst_bytes) {}
+    void set_rate_kbps(uint32_t kbps, Time now) noexcept;
+    uint32_t rate_kbps() const noexcept { return rate_kbps_; }
+    bool allow(Time now, uint32_t bytes) const noexcept;
+    void consume(Time now, uint32_t bytes) noexcept;
+    // Earliest time allow(t, bytes) becomes true (now if already true).
+    Time release_time(Time now, uint32_t bytes) const noexcept;
+
+private:
+    double tokens_at(Time now) const noexcept;
+    uint32_t rate_kbps_ = 0;
+    uint32_t burst_;
+    double tokens_ = 0;
+    Time last_ = 0;
+};
+
+// Receiver-side fair share (R-HINT-1..R-HINT-4): the receiver's inbound
+// capacity divided among the senders active in the last interval, max-min
+// fair with weights: a sender that used less than its share over the last
+// interval (it is limited elsewhere) keeps what it used plus headroom, and the
+// rest is divided among the others.
+class FairShare {
+public:
+    FairShare(uint64_t capacity_kbps, Time interval) noexcept;
+    uint32_t add_sender(double weight = 1.0);
+    void remove_sender(uint32_t idx) noexcept;
+    void set_weight(uint32_t idx, double w) noexcept;
+    void on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept;
+    // Closes the measurement interval if it has elapsed; recomputes the shares.
+    void update(Time now) noexcept;
+    uint32_t hint_kbps(uint32_t idx) const noexcept;
+    uint32_t active_senders() const noexcept { return active_; }
+    uint64_t capacity_kbps() const noexcept { return capacity_kbps_; }
+
+private:
+    struct Sender {
+        double weight = 1.0;
+        uint64_t bytes = 0;        // this interval
+        double rate_kbps = 0;      // measured over the last closed interval
+        uint32_t share_kbps = 0;
+        uint32_t idle_intervals = 0;
+        bool used = false;
+        bool active = false;
+    };
+    void recompute() noexcept;
+    uint64_t capacity_kbps_;
+    Time interval_;
+    Time interval_start_ = 0;
+    bool started_ = false;
+    uint32_t active_ = 0;
+    std::vector<Sender> senders_;
+    std::vector<uint8_t> limited_;  // scratch of recompute(), kept to avoid reallocating
+};
+
+}  // namespace mroce

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// The mroce protocol engine: one local endpoint (device) with its memory
+// regions, connections, streams and completion queues. It has no clock and
+// no I/O (doc/architecture.md): a driver calls rx_burst() with received
+// datagrams, tx_burst() to take packets to send, and passes the time to both.
+// Not thread-safe: one thread drives one Engine (the driver's lcore/poll loop).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "mroce/cc.hpp"
+#include "mroce/packet_io.hpp"
+#include "mroce/wire.hpp"
+
+namespace mroce {
+
+enum Access : uint32_t {
+    kAccessLocalWrite = 1u << 0,
+    kAccessRemoteWrite = 1u << 1,
+    kAccessRemoteRead = 1u << 2,
+    kAccessRemoteAtomic = 1u << 3,
+};
+
+enum class Status : int {
+    ok = 0,
+    invalid_argument,   // a field of the request is out of its range
+    no_such_object,     // unknown connection, stream, CQ, PD or key
+    queue_full,         // send/receive queue or CQ at its depth
+    bad_state,          // connection not established, or stream in error
+    exists,             // stream id already created
+    no_memory,
+};
+const char* to_string(Status s) noexcept;
+
+enum class WcStatus : uint8_t {
+    success = 0,
+    loc_len_err,        // receive buffer too small for the SEND
+    loc_prot_err,       // lkey invalid or range outside the local region
+    rem_access_err,     // NAK: rkey invalid, PD mismatch, access denied, out of range
+    rem_inv_req_err,    // NAK: invalid request / invalid stream
+    rem_op_err,
+    wr_flush_err,       // flushed because the stream entered the error state
+    transport_err,      // connection lost (peer silent past conn_timeout)
+};
+const char* to_string(WcStatus s) noexcept;
+
+enum class WcOpcode : uint8_t { send, write, read, atomic_cas, atomic_fadd, recv, recv_write_imm };
+
+struct Completion {
+    uint64_t wr_id = 0;
+    uint32_t conn = 0;
+    uint32_t stream = 0;
+    uint32_t byte_len = 0;
+    uint32_t imm = 0;
+    WcStatus status = WcStatus::success;
+    WcOpcode opcode = WcOpcode::send;
+    bool has_imm = false;
+};
+
+enum class OpKind : uint8_t { send, send_imm, write, write_imm, read, atomic_cas, atomic_fadd };
+
+struct SendWr {
+    uint64_t wr_id = 0;
+    OpKind op = OpKind::write;
+    uint64_t local_addr = 0;    // virtual address inside the lkey's region
+    uint32_t length = 0;        // atomics: must be 8 (the 8-byte result lands at local_addr)
+    uint32_t lkey = 0;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint32_t imm = 0;
+    uint64_t compare_add = 0;   // CAS: compare value; FADD: addend
+    uint64_t swap = 0;          // CAS: swap value
+    bool signaled = true;       // false: success completes silently (errors always complete)
+    bool solicited = false;
+};
+
+struct RecvWr {
+    uint64_t wr_id = 0;
+    uint64_t addr = 0;
+    uint32_t length = 0;
+    uint32_t lkey = 0;
+};
+
+struct MrInfo {
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+    uint32_t pd = 0;
+    uint32_t access = 0;
+    uint8_t* addr = nullptr;
+    uint64_t length = 0;
+};
+
+enum class ConnState : uint8_t { idle, connecting, established, closing, closed, error };
+const char* to_string(ConnState s) noexcept;
+
+enum class EventKind : uint8_t { incoming, established, closed, error };
+struct ConnEvent {
+    EventKind kind = EventKind::established;
+    uint32_t conn = 0;
+    uint32_t peer = 0;
+};
+
+enum class PathStateKind : uint8_t { active, failed };
+
+struct PathStats {
+    PathStateKind state = PathStateKind::active;
+    uint16_t entropy = 0;
+    double cwnd = 0;
+    uint32_t inflight = 0;
+    Time srtt = 0;
+    Time rttvar = 0;
+    Time rto = 0;
+    uint64_t tx_packets = 0;
+    uint64_t tx_bytes = 0;
+    uint64_t retransmits = 0;   // packets of this path declared lost and resent (on any path)
+    uint64_t losses = 0;        // SACK gaps detected on this path (R-SACK-4)
+    uint64_t timeouts = 0;
+    uint64_t ce_marks = 0;      // CE echoed for this path
+    uint64_t rerouted = 0;      // times its entropy was changed (R-SCHED-5)
+    uint64_t rx_packets = 0;    // data packets received on the peer's path with this index
+    uint64_t rx_ce = 0;
+};
+
+struct ConnStats {
+    ConnState state = ConnState::idle;
+    uint32_t peer = 0;
+    uint32_t remote_conn = 0;
+    uint16_t num_paths = 0;
+    uint32_t rate_hint_kbps = 0;  // last hint received from the peer (0: none)
+    uint64_t tx_data_packets = 0;
+    uint64_t tx_payload_bytes = 0;
+    uint64_t rx_data_packets = 0;
+    uint64_t rx_payload_bytes = 0;
+    uint64_t retransmits = 0;
+    uint64_t duplicates = 0;      // received CSNs already seen (R-CSN-3)
+    uint64_t naks_sent = 0;
+    uint64_t naks_received = 0;
+    uint64_t rnr_drops = 0;       // SEND for a receive not yet posted (R-SEND-4)
+};
+
+// Counted drops of packets the engine could not attribute or accept (R-ERR-*).
+struct EngineStats {
+    uint64_t rx_packets = 0;
+    uint64_t tx_packets = 0;
+    uint64_t rx_decode_errors = 0;   // any wire::DecodeError
+    uint64_t rx_truncated = 0;
+    uint64_t rx_bad_version = 0;
+    uint64_t rx_bad_type = 0;
+    uint64_t rx_oversized = 0;
+    uint64_t rx_inconsistent = 0;
+    uint64_t rx_unknown_conn = 0;    // dst_conn not ours, or src/peer mismatch
+    uint64_t rx_bad_path = 0;        // path_id beyond the connection's paths
+    uint64_t rx_stale = 0;           // CSN/PSN outside the acceptable window
+    uint64_t cq_overflows = 0;
+    uint64_t connects_refused = 0;
+};
+
+struct EngineConfig {
+    uint16_t max_payload = 4096;     // segment size (R-SEG-1)
+    uint16_t num_paths = 4;          // paths per connection this side sends on
+    uint32_t stream_depth = 256;     // outstanding messages per stream and direction
+    uint32_t recv_depth = 1024;      // posted receives per stream
+    uint32_t csn_window = 4096;      // CSNs in flight per connection (power of two)
+    uint32_t rx_capacity_mbps = 100000;  // this endpoint's inbound capacity (R-HINT-3)
+    bool rate_hints = true;          // send fair-share hints and obey received ones
+    bool accept_incoming = true;     // create connections for CONNECT_REQ
+    Time initial_rto = 1'000'000;    // 1 ms before any RTT sample
+    Time min_rto = 100'000;
+    Time max_rto = 100'000'000;
+    uint32_t fail_after_timeouts = 3;    // consecutive RTOs that retire a path (R-PATH-9)
+    Time probe_interval = 1'000'000;     // probe a failed path this often
+    Time conn_timeout = 2'000'000'000;   // peer silent this long with work outstanding: error
+    Time connect_retry = 10'000'000;     // CONNECT_REQ resend interval
+    Time hint_interval = 0;              // fair-share update period; 0 = 4 * min_rto
+    Time ack_delay = 0;                  // hold acks at most this long (0: ack every rx burst)
+    CcConfig cc{};
+    uint32_t reroute_after_marks = 0;    // 0 = off; rounds with marks before changing entropy
+};
+
+class Engine {
+public:
+    explicit Engine(const EngineConfig& cfg = {});
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    const EngineConfig& config() const noexcept;
+
+    // --- memory (R-MEM-*) ---
+    uint32_t alloc_pd();
+    Status register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access, MrInfo& out);
+    Status deregister_mr(uint32_t lkey);
+
+    // --- completion queues ---
+    Status create_cq(uint32_t depth, uint32_t& cq_out);
+    // Returns completions in the order they were generated (stream order per stream, R-CMPL-*).
+    size_t poll_cq(uint32_t cq, Completion* out, size_t max);
+
+    // --- connections and streams (R-CONN-*, R-STREAM-*) ---
+    // Starts an active open toward the driver's peer handle; returns the local connection id.
+    Status connect(uint32_t peer, uint32_t& conn_out);
+    Status disconnect(uint32_t conn);
+    ConnState conn_state(uint32_t conn) const;
+    // Streams must exist with the same id on both sides before traffic for them arrives.
+    Status create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq);
+    Status post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr);
+    Status post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr);
+    size_t poll_events(ConnEvent* out, size_t max);
+
+    // --- I/O (driver side) ---
+    void rx_burst(const RxPacket* pkts, size_t n, Time now);
+    size_t tx_burst(TxPacket* out, size_t max, Time now);
+    // Earliest time at which tx_burst has something to do without new input
+    // (pacing release, ack delay, RTO, probe). UINT64_MAX: nothing pending.
+    Time next_deadline(Time now) const;
+    // True when tx_burst would produce a packet right now.
+    bool tx_pending(Time now) const;
+
+    // --- statistics ---
+    const EngineStats& stats() const noexcept;
+    Status conn_stats(uint32_t conn, ConnStats& out) const;
+    Status path_stats(uint32_t conn, uint16_t path, PathStats& out) const;
+    // Bytes of state: per connection (without streams) and per stream (without its queues).
+    static size_t conn_state_bytes();
+    static size_t stream_state_bytes();
+
+    struct Impl;
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mroce

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// The boundary between the engine and every driver (UDP sockets, DPDK, the
+// simulated fabric). The engine emits headers plus a reference to payload in
+// registered memory (scatter-gather, never copied on transmit); drivers hand
+// it whole received datagrams (UDP payload) plus the IP ECN bits.
+#pragma once
+
+#include <cstdint>
+
+#include "mroce/wire.hpp"
+
+namespace mroce {
+
+using Time = uint64_t;  // nanoseconds on the driver's clock; the engine has no clock of its own
+
+struct TxPacket {
+    uint32_t peer = 0;       // driver's peer handle (address), as given to Engine::connect / seen on rx
+    uint16_t path = 0;       // sender path index; drivers map it to a source port (and plane)
+    uint16_t entropy = 0;    // ECMP entropy of the path (R-PATH-8); changes when the path is re-routed
+    uint16_t hdr_len = 0;
+    uint8_t ect = 1;         // 1: send with ECT(0) (data packets), 0: Not-ECT (R-ECN-1)
+    uint8_t pad_ = 0;
+    uint32_t payload_len = 0;
+    const uint8_t* payload = nullptr;  // registered memory; stays valid until the op completes
+    alignas(8) uint8_t hdr[wire::kMaxHeaderLen];
+};
+
+struct RxPacket {
+    const uint8_t* data = nullptr;  // whole UDP payload; only read during Engine::rx_burst
+    uint32_t len = 0;
+    uint32_t peer = 0;              // driver's peer handle for the source address
+    uint16_t local_path = 0;        // index of the local port/socket it arrived on (informational)
+    uint8_t ce = 0;                 // 1 if the IP header carried CE (R-ECN-2)
+    uint8_t pad_ = 0;
+};
+
+}  // namespace mroce

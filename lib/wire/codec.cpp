@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Wire codec (doc/spec.md "Wire format", rules R-WIRE-*).
+#include "mroce/wire.hpp"
+
+#include <cstring>
+
+namespace mroce::wire {
+namespace {
+
+// Big-endian field access at fixed offsets; callers have checked the length.
+inline void put8(uint8_t* p, uint8_t v) { p[0] = v; }
+inline void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v); }
+inline void put32(uint8_t* p, uint32_t v) {
+    p[0] = uint8_t(v >> 24); p[1] = uint8_t(v >> 16); p[2] = uint8_t(v >> 8); p[3] = uint8_t(v);
+}
+inline void put64(uint8_t* p, uint64_t v) { put32(p, uint32_t(v >> 32)); put32(p + 4, uint32_t(v)); }
+inline uint16_t get16(const uint8_t* p) { return uint16_t((p[0] << 8) | p[1]); }
+inline uint32_t get32(const uint8_t* p) {
+    return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
+inline uint64_t get64(const uint8_t* p) { return (uint64_t(get32(p)) << 32) | get32(p + 4); }
+
+inline constexpr uint16_t kMaxPaths = 256;
+
+void put_common(uint8_t* p, const CommonHeader& c) {
+    put8(p + 0, kVersion);
+    put8(p + 1, uint8_t(c.type));
+    put16(p + 2, 0);
+    put32(p + 4, c.dst_conn);
+    put32(p + 8, c.src_conn);
+    put16(p + 12, c.path_id);
+    put16(p + 14, 0);
+}
+
+bool valid_opcode(uint8_t o) { return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp); }
+
+// R-WIRE-7: per-opcode consistency of a data header.
+bool data_consistent(const DataHeader& d) {
+    const uint64_t end = uint64_t(d.offset) + d.payload_len;
+    switch (d.opcode) {
+    case Opcode::send:
+    case Opcode::send_imm:
+    case Opcode::write:
+    case Opcode::write_imm:
+    case Opcode::read_resp:
+        if (end > d.msg_len) return false;
+        if (d.payload_len == 0 && d.msg_len != 0) return false;  // only a 0-byte message has an empty packet
+        if ((d.opcode == Opcode::write || d.opcode == Opcode::write_imm) &&
+            d.remote_addr + d.msg_len < d.remote_addr)
+            return false;  // destination range wraps the address space
+        return true;
+    case Opcode::read_req:
+        return d.payload_len == 0 && d.offset == 0 && d.remote_addr + d.msg_len >= d.remote_addr;
+    case Opcode::atomic_cas:
+    case Opcode::atomic_fadd:
+        return d.payload_len == kAtomicReqPayload && d.msg_len == 8 && d.offset == 0 &&
+               (d.remote_addr & 7) == 0;
+    case Opcode::atomic_resp:
+        return d.payload_len == kAtomicRespPayload && d.msg_len == 8 && d.offset == 0;
+    }
+    return false;
+}
+
+}  // namespace
+
+const char* to_string(DecodeError e) noexcept {
+    switch (e) {
+    case DecodeError::ok: return "ok";
+    case DecodeError::truncated: return "truncated";
+    case DecodeError::bad_version: return "bad_version";
+    case DecodeError::bad_type: return "bad_type";
+    case DecodeError::bad_opcode: return "bad_opcode";
+    case DecodeError::oversized: return "oversized";
+    case DecodeError::inconsistent: return "inconsistent";
+    }
+    return "unknown";
+}
+
+const char* to_string(PacketType t) noexcept {
+    switch (t) {
+    case PacketType::data: return "DATA";
+    case PacketType::ack: return "ACK";
+    case PacketType::nak: return "NAK";
+    case PacketType::probe: return "PROBE";
+    case PacketType::probe_reply: return "PROBE_REPLY";
+    case PacketType::connect_req: return "CONNECT_REQ";
+    case PacketType::connect_ack: return "CONNECT_ACK";
+    case PacketType::disconnect: return "DISCONNECT";
+    case PacketType::disconnect_ack: return "DISCONNECT_ACK";
+    }
+    return "UNKNOWN";
+}
+
+const char* to_string(Opcode o) noexcept {
+    switch (o) {
+    case Opcode::send: return "SEND";
+    case Opcode::send_imm: return "SEND_IMM";
+    case Opcode::write: return "WRITE";
+    case Opcode::write_imm: return "WRITE_IMM";
+    case Opcode::read_req: return "READ_REQ";
+    case Opcode::read_resp: return "READ_RESP";
+    case Opcode::atomic_cas: return "ATOMIC_CAS";
+    case Opcode::atomic_fadd: return "ATOMIC_FADD";
+    case Opcode::atomic_resp: return "ATOMIC_RESP";
+    }
+    return "UNKNOWN";
+}
+
+const char* to_string(Syndrome s) noexcept {
+    switch (s) {
+    case Syndrome::rkey_invalid: return "rkey_invalid";
+    case Syndrome::pd_mismatch: return "pd_mismatch";
+    case Syndrome::access_denied: return "access_denied";
+    case Syndrome::out_of_range: return "out_of_range";
+    case Syndrome::invalid_stream: return "invalid_stream";
+    case Syndrome::invalid_request: return "invalid_request";
+    case Syndrome::remote_op_error: return "remote_op_error";
+    case Syndrome::stream_error: return "stream_error";
+    }
+    return "unknown";
+}
+
+size_t header_len(PacketType t) noexcept {
+    switch (t) {
+    case PacketType::data: return kDataLen;
+    case PacketType::ack: return kAckLen;
+    case PacketType::nak: return kNakLen;
+    case PacketType::probe:
+    case PacketType::probe_reply: return kProbeLen;
+    case PacketType::connect_req:
+    case PacketType::connect_ack: return kConnectLen;
+    case PacketType::disconnect:
+    case PacketType::disconnect_ack: return kDisconnectLen;
+    }
+    return 0;
+}
+
+DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
+    const uint8_t* p = buf.data();
+    const size_t n = buf.size();
+    if (n < kCommonLen) return DecodeError::truncated;
+    if (p[0] != kVersion) return DecodeError::bad_version;
+    const uint8_t type = p[1];
+    if (type < uint8_t(PacketType::data) || type > uint8_t(PacketType::disconnect_ack))
+        return DecodeError::bad_type;
+    CommonHeader& c = out.common;
+    c.version = p[0];
+    c.type = PacketType(type);
+    c.flags = get16(p + 2);
+    c.dst_conn = get32(p + 4);
+    c.src_conn = get32(p + 8);
+    c.path_id = get16(p + 12);
+    c.reserved = get16(p + 14);
+    out.payload = {};
+
+    const size_t hl = header_len(c.type);
+    if (n < hl) return DecodeError::truncated;
+    // R-WIRE-5: every packet but connect_req names the receiver's connection.
+    if (c.type != PacketType::connect_req && c.dst_conn == 0) return DecodeError::inconsistent;
+    if (c.src_conn == 0) return DecodeError::inconsistent;
+
+    switch (c.type) {
+    case PacketType::data: {
+        DataHeader& d = out.data;
+        d = DataHeader{};
+        d.psn = get32(p + 16);
+        d.csn = get32(p + 20);
+        if (!valid_opcode(p[24])) return DecodeError::bad_opcode;
+        d.opcode = Opcode(p[24]);
+        d.dflags = p[25];
+        d.payload_len = get16(p + 26);
+        d.stream_id = get32(p + 28);
+        d.msg_seq = get32(p + 32);
+        d.msg_len = get32(p + 36);
+        d.offset = get32(p + 40);
+        d.rkey = get32(p + 44);
+        d.remote_addr = get64(p + 48);
+        d.recv_seq = get32(p + 56);
+        d.imm = get32(p + 60);
+        d.ts = get32(p + 64);
+        d.path_floor = get32(p + 68);
+        if (d.payload_len > kMaxPayload) return DecodeError::oversized;
+        if (n < hl + d.payload_len) return DecodeError::truncated;
+        if (n > hl + d.payload_len) return DecodeError::oversized;
+        if (!data_consistent(d)) return DecodeError::inconsistent;
+        // R-PATH-5: the floor never passes the packet's own PSN.
+        if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
+        out.payload = buf.subspan(hl, d.payload_len);
+        return DecodeError::ok;
+    }
+    case PacketType::ack: {
+        if (n > hl) return DecodeError::oversized;
+        AckHeader& a = out.ack;
+        a = AckHeader{};
+        a.cum_psn = get32(p + 16);
+        a.ts_echo = get32(p + 20);
+        a.rate_hint = get32(p + 24);
+        a.ce_count = get16(p + 28);
+        a.rx_count = get16(p + 30);
+        a.cum_csn = get32(p + 32);
+        a.ack_flags = p[36];
+        a.reserved8 = p[37];
+        a.reserved16 = get16(p + 38);
+        for (int i = 0; i < 4; ++i) a.sack[i] = get64(p + 40 + 8 * i);
+        if (a.ce_count > a.rx_count) return DecodeError::inconsistent;
+        return DecodeError::ok;
+    }
+    case PacketType::nak: {
+        if (n > hl) return DecodeError::oversized;
+        NakHeader& k = out.nak;
+        k = NakHeader{};
+        k.stream_id = get32(p + 16);
+        k.msg_seq = get32(p + 20);
+        if (p[24] < uint8_t(Syndrome::rkey_invalid) || p[24] > uint8_t(Syndrome::stream_error))
+            return DecodeError::inconsistent;
+        k.syndrome = Syndrome(p[24]);
+        if (!valid_opcode(p[25])) return DecodeError::bad_opcode;
+        k.opcode = Opcode(p[25]);
+        k.reserved = get16(p + 26);
+        k.csn = get32(p + 28);
+        return DecodeError::ok;
+    }
+    case PacketType::probe:
+    case PacketType::probe_reply: {
+        if (n > hl) return DecodeError::oversized;
+        out.probe = ProbeHeader{};
+        out.probe.probe_seq = get32(p + 16);
+        out.probe.ts = get32(p + 20);
+        return DecodeError::ok;
+    }
+    case PacketType::connect_req:
+    case PacketType::connect_ack: {
+        if (n > hl) return DecodeError::oversized;
+        ConnectHeader& h = out.connect;
+        h = ConnectHeader{};
+        h.num_paths = get16(p + 16);
+        h.max_payload = get16(p + 18);
+        h.initial_csn = get32(p + 20);
+        h.rx_capacity_mbps = get32(p + 24);
+        h.cookie = get32(p + 28);
+        h.stream_depth = get32(p + 32);
+        h.csn_window = get32(p + 36);
+        // R-CONN-3
+        if (h.num_paths == 0 || h.num_paths > kMaxPaths) return DecodeError::inconsistent;
+        if (h.max_payload == 0 || h.max_payload > kMaxPayload) return DecodeError::inconsistent;
+        if (h.stream_depth == 0 || h.stream_depth > (1u << 16)) return DecodeError::inconsistent;
+        if (h.csn_window < 64 || h.csn_window > (1u << 20) || (h.csn_window & (h.csn_window - 1)))
+            return DecodeError::inconsistent;
+        if (c.type == PacketType::connect_ack && c.dst_conn == 0) return DecodeError::inconsistent;
+        return DecodeError::ok;
+    }
+    case PacketType::disconnect:
+    case PacketType::disconnect_ack: {
+        if (n > hl) return DecodeError::oversized;
+        out.disconnect = DisconnectHeader{};
+        out.disconnect.reason = get32(p + 16);
+        return DecodeError::ok;
+    }
+    }
+    return DecodeError::bad_type;
+}
+
+size_t encode_data(std::span<uint8_t> out, const CommonHeader& c, const DataHeader& d) noexcept {
+    if (out.size() < kDataLen) return 0;
+    uint8_t* p = out.data();
+    CommonHeader cc = c;
+    cc.type = PacketType::data;
+    put_common(p, cc);
+    put32(p + 16, d.psn);
+    put32(p + 20, d.csn);
+    put8(p + 24, uint8_t(d.opcode));
+    put8(p + 25, d.dflags);
+    put16(p + 26, d.payload_len);
+    put32(p + 28, d.stream_id);
+    put32(p + 32, d.msg_seq);
+    put32(p + 36, d.msg_len);
+    put32(p + 40, d.offset);
+    put32(p + 44, d.rkey);
+    put64(p + 48, d.remote_addr);
+    put32(p + 56, d.recv_seq);
+    put32(p + 60, d.imm);
+    put32(p + 64, d.ts);
+    put32(p + 68, d.path_floor);
+    return kDataLen;
+}
+
+size_t encode_ack(std::span<uint8_t> out, const CommonHeader& c, const AckHeader& a) noexcept {
+    if (out.size() < kAckLen) return 0;
+    uint8_t* p = out.data();
+    CommonHeader cc = c;
+    cc.type = PacketType::ack;
+    put_common(p, cc);
+    put32(p + 16, a.cum_psn);
+    put32(p + 20, a.ts_echo);
+    put32(p + 24, a.rate_hint);
+    put16(p + 28, a.ce_count);
+    put16(p + 30, a.rx_count);
+    put32(p + 32, a.cum_csn);
+    put8(p + 36, a.ack_flags);
+    put8(p + 37, 0);
+    put16(p + 38, 0);
+    for (int i = 0; i < 4; ++i) put64(p + 40 + 8 * i, a.sack[i]);
+    return kAckLen;
+}
+
+size_t encode_nak(std::span<uint8_t> out, const CommonHeader& c, const NakHeader& k) noexcept {
+    if (out.size() < kNakLen) return 0;
+    uint8_t* p = out.data();
+    CommonHeader cc = c;
+    cc.type = PacketType::nak;
+    put_common(p, cc);
+    put32(p + 16, k.stream_id);
+    put32(p + 20, k.msg_seq);
+    put8(p + 24, uint8_t(k.syndrome));
+    put8(p + 25, uint8_t(k.opcode));
+    put16(p + 26, 0);
+    put32(p + 28, k.csn);
+    return kNakLen;
+}
+
+size_t encode_probe(std::span<uint8_t> out, const CommonHeader& c, const ProbeHeader& h) noexcept {
+    if (out.size() < kProbeLen) return 0;
+    if (c.type != PacketType::probe && c.type != PacketType::probe_reply) return 0;
+    uint8_t* p = out.data();
+    put_common(p, c);
+    put32(p + 16, h.probe_seq);
+    put32(p + 20, h.ts);
+    return kProbeLen;
+}
+
+size_t encode_connect(std::span<uint8_t> out, const CommonHeader& c, const ConnectHeader& h) noexcept {
+    if (out.size() < kConnectLen) return 0;
+    if (c.type != PacketType::connect_req && c.type != PacketType::connect_ack) return 0;
+    uint8_t* p = out.data();
+    put_common(p, c);
+    put16(p + 16, h.num_paths);
+    put16(p + 18, h.max_payload);
+    put32(p + 20, h.initial_csn);
+    put32(p + 24, h.rx_capacity_mbps);
+    put32(p + 28, h.cookie);
+    put32(p + 32, h.stream_depth);
+    put32(p + 36, h.csn_window);
+    return kConnectLen;
+}
+
+size_t encode_disconnect(std::span<uint8_t> out, const CommonHeader& c, const DisconnectHeader& h) noexcept {
+    if (out.size() < kDisconnectLen) return 0;
+    if (c.type != PacketType::disconnect && c.type != PacketType::disconnect_ack) return 0;
+    uint8_t* p = out.data();
+    put_common(p, c);
+    put32(p + 16, h.reason);
+    return kDisconnectLen;
+}
+
+}  // namespace mroce::wire
