@@ -1,10 +1,489 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Placeholder: replaced by the engine implementation.
-#include "mroce/engine.hpp"
+// Copyright (c) 2026 The mroce authors
+//
+// Engine: public API, objects (PDs, MRs, CQs, connections, streams) and the
+// connection state machine (doc/spec.md R-CONN-*, R-STREAM-*, R-CMPL-*).
+// The receive path is in rx.cpp, the transmit path and timers in tx.cpp.
+#include <algorithm>
+
+#include "engine_impl.hpp"
+
 namespace mroce {
-struct Engine::Impl { EngineConfig cfg; EngineStats st; };
-Engine::Engine(const EngineConfig& c) : impl_(std::make_unique<Impl>()) { impl_->cfg = c; }
+
+const char* to_string(Status s) noexcept {
+    switch (s) {
+    case Status::ok: return "ok";
+    case Status::invalid_argument: return "invalid argument";
+    case Status::no_such_object: return "no such object";
+    case Status::queue_full: return "queue full";
+    case Status::bad_state: return "bad state";
+    case Status::exists: return "already exists";
+    case Status::no_memory: return "out of memory";
+    }
+    return "unknown";
+}
+
+const char* to_string(WcStatus s) noexcept {
+    switch (s) {
+    case WcStatus::success: return "success";
+    case WcStatus::loc_len_err: return "local length error";
+    case WcStatus::loc_prot_err: return "local protection error";
+    case WcStatus::rem_access_err: return "remote access error";
+    case WcStatus::rem_inv_req_err: return "remote invalid request";
+    case WcStatus::rem_op_err: return "remote operation error";
+    case WcStatus::wr_flush_err: return "flushed";
+    case WcStatus::transport_err: return "transport error (connection lost)";
+    }
+    return "unknown";
+}
+
+const char* to_string(ConnState s) noexcept {
+    switch (s) {
+    case ConnState::idle: return "idle";
+    case ConnState::connecting: return "connecting";
+    case ConnState::established: return "established";
+    case ConnState::closing: return "closing";
+    case ConnState::closed: return "closed";
+    case ConnState::error: return "error";
+    }
+    return "unknown";
+}
+
+static bool power_of_two(uint32_t v) { return v && !(v & (v - 1)); }
+
+Engine::Impl::Impl(const EngineConfig& c)
+    : cfg(c),
+      events(256),
+      fair(uint64_t(c.rx_capacity_mbps) * 1000, c.hint_interval ? c.hint_interval : 4 * c.min_rto) {}
+
+Engine::Impl::~Impl() {
+    for (Conn* c : conns) delete c;
+}
+
+Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
+    EngineConfig& c = impl_->cfg;
+    // Clamp configuration into the ranges the wire allows (R-CONN-3); a
+    // caller that needs errors validates first (drivers do, from config files).
+    c.max_payload = std::clamp<uint16_t>(c.max_payload, 64, uint16_t(wire::kMaxPayload));
+    c.num_paths = std::clamp<uint16_t>(c.num_paths, 1, 256);
+    c.stream_depth = std::clamp<uint32_t>(c.stream_depth, 1, 1u << 16);
+    c.recv_depth = std::clamp<uint32_t>(c.recv_depth, 1, 1u << 20);
+    if (!power_of_two(c.csn_window) || c.csn_window < 64 || c.csn_window > (1u << 20)) c.csn_window = 4096;
+    if (c.min_rto == 0) c.min_rto = 1000;
+    if (c.max_rto < c.min_rto) c.max_rto = c.min_rto;
+    c.cc.max_cwnd = std::min<double>(c.cc.max_cwnd, wire::kSackBits);
+}
+
 Engine::~Engine() = default;
+
 const EngineConfig& Engine::config() const noexcept { return impl_->cfg; }
 const EngineStats& Engine::stats() const noexcept { return impl_->st; }
+
+size_t Engine::conn_state_bytes() { return sizeof(Conn); }
+size_t Engine::stream_state_bytes() { return sizeof(Stream); }
+
+// ---------------- memory ----------------
+
+uint32_t Engine::alloc_pd() { return impl_->next_pd++; }
+
+Status Engine::register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access, MrInfo& out) {
+    if (pd == 0 || pd >= impl_->next_pd) return Status::no_such_object;
+    return impl_->mrs.add(pd, addr, length, access, out);
 }
+
+Status Engine::deregister_mr(uint32_t lkey) { return impl_->mrs.remove(lkey); }
+
+// ---------------- completion queues ----------------
+
+Status Engine::create_cq(uint32_t depth, uint32_t& cq_out) {
+    if (depth == 0 || depth > (1u << 22)) return Status::invalid_argument;
+    Cq q;
+    q.ring.resize(depth);
+    q.used = true;
+    impl_->cqs.push_back(std::move(q));
+    cq_out = uint32_t(impl_->cqs.size());  // ids start at 1
+    return Status::ok;
+}
+
+void Engine::Impl::push_cq(uint32_t cq, const Completion& c) {
+    if (cq == 0 || cq > cqs.size()) return;
+    Cq& q = cqs[cq - 1];
+    if (q.tail - q.head == q.ring.size()) {
+        ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
+        return;
+    }
+    q.ring[q.tail++ % q.ring.size()] = c;
+}
+
+size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
+    if (cq == 0 || cq > impl_->cqs.size()) return 0;
+    Cq& q = impl_->cqs[cq - 1];
+    size_t n = 0;
+    while (n < max && q.head != q.tail) out[n++] = q.ring[q.head++ % q.ring.size()];
+    return n;
+}
+
+// ---------------- connections ----------------
+
+Conn* Engine::Impl::conn(uint32_t id) const {
+    const uint32_t idx = id & 0xfffff;
+    if (idx == 0 || idx > conns.size()) return nullptr;
+    Conn* c = conns[idx - 1];
+    return (c && c->id == id) ? c : nullptr;
+}
+
+Conn* Engine::Impl::new_conn(uint32_t peer) {
+    size_t idx = 0;
+    while (idx < conns.size() && conns[idx]) ++idx;
+    if (idx == conns.size()) {
+        if (conns.size() >= 0xffffe) return nullptr;
+        conns.push_back(nullptr);
+        conn_gen.push_back(0);
+    }
+    uint8_t g = uint8_t(++conn_gen[idx] & 0xff);
+    if (g == 0) g = uint8_t(++conn_gen[idx]);
+    Conn* c = new Conn();
+    c->id = (uint32_t(g) << 20) | uint32_t(idx + 1);
+    c->peer = peer;
+    c->num_paths = cfg.num_paths;
+    c->seg = cfg.max_payload;
+    c->csn_limit = cfg.csn_window;
+    c->txpkts.resize(cfg.csn_window);
+    c->retx.reserve(cfg.csn_window);
+    c->jobs.reserve(64);
+    c->ctrl.reserve(64 + 2u * cfg.num_paths);
+    c->paths.resize(cfg.num_paths);
+    for (uint16_t i = 0; i < cfg.num_paths; ++i) {
+        TxPath& p = c->paths[i];
+        p.cc = PathWindow(cfg.cc);
+        p.entropy = i;
+        p.rto = cfg.initial_rto;
+    }
+    cookie_seed = cookie_seed * 1664525u + 1013904223u;
+    c->cookie = cookie_seed ? cookie_seed : 1;
+    c->csn_nxt = c->csn_una = c->cookie * 2654435761u;  // R-CSN-2: initial CSN not predictable from the id
+    c->fair_idx = fair.add_sender();
+    c->st.peer = peer;
+    c->st.num_paths = cfg.num_paths;
+    conns[idx] = c;
+    return c;
+}
+
+void Engine::Impl::free_conn(Conn* c) {
+    const uint32_t idx = (c->id & 0xfffff) - 1;
+    fair.remove_sender(c->fair_idx);
+    conns[idx] = nullptr;
+    delete c;
+}
+
+void Engine::Impl::event(EventKind k, Conn& c) {
+    if (!events.push(ConnEvent{k, c.id, c.peer})) {
+        events.reserve(events.capacity() * 2);
+        events.push(ConnEvent{k, c.id, c.peer});
+    }
+}
+
+size_t Engine::poll_events(ConnEvent* out, size_t max) {
+    size_t n = 0;
+    while (n < max && impl_->events.pop(out[n])) ++n;
+    return n;
+}
+
+Status Engine::connect(uint32_t peer, uint32_t& conn_out) {
+    Conn* c = impl_->new_conn(peer);
+    if (!c) return Status::no_memory;
+    c->state = ConnState::connecting;
+    c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
+    c->next_ctrl_retry = 0;  // set on first transmission
+    conn_out = c->id;
+    return Status::ok;
+}
+
+Status Engine::disconnect(uint32_t id) {
+    Conn* c = impl_->conn(id);
+    if (!c) return Status::no_such_object;
+    if (c->state == ConnState::closed || c->state == ConnState::error) return Status::ok;
+    if (c->state != ConnState::established) {
+        c->state = ConnState::closed;
+        impl_->event(EventKind::closed, *c);
+        return Status::ok;
+    }
+    c->state = ConnState::closing;
+    c->ctrl_retries = 0;
+    c->ctrl.push(CtrlItem{CtrlKind::disconnect, kControlPath});
+    return Status::ok;
+}
+
+ConnState Engine::conn_state(uint32_t id) const {
+    const Conn* c = impl_->conn(id);
+    return c ? c->state : ConnState::closed;
+}
+
+void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
+    c.peer_paths = h.num_paths;
+    c.rx_paths.assign(h.num_paths, RxPath{});
+    c.seg = std::min<uint16_t>(cfg.max_payload, h.max_payload);
+    c.csn_limit = std::min<uint32_t>(cfg.csn_window, h.csn_window);
+    c.peer_depth = h.stream_depth;
+    c.rx_csn.init(h.initial_csn, cfg.csn_window);
+    c.ctrl.reserve(64 + 2u * (c.num_paths + c.peer_paths));
+    for (Stream& s : c.streams) s.sq_limit = std::min<uint32_t>(cfg.stream_depth, c.peer_depth);
+    c.last_rx = now;
+    c.state = ConnState::established;
+    c.st.remote_conn = c.remote_conn;
+}
+
+Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq) {
+    Conn* c = impl_->conn(conn);
+    if (!c) return Status::no_such_object;
+    if (pd == 0 || pd >= impl_->next_pd) return Status::no_such_object;
+    if (send_cq == 0 || send_cq > impl_->cqs.size() || recv_cq == 0 || recv_cq > impl_->cqs.size())
+        return Status::no_such_object;
+    if (c->stream_by_id.count(stream_id)) return Status::exists;
+    const EngineConfig& cfg = impl_->cfg;
+    Stream s;
+    s.id = stream_id;
+    s.pd = pd;
+    s.send_cq = send_cq;
+    s.recv_cq = recv_cq;
+    s.sq.resize(cfg.stream_depth);
+    s.rq.resize(cfg.recv_depth);
+    s.rx.resize(cfg.stream_depth);
+    s.resp.resize(cfg.stream_depth);
+    s.sq_limit = c->peer_depth ? std::min<uint32_t>(cfg.stream_depth, c->peer_depth) : cfg.stream_depth;
+    c->streams.push_back(std::move(s));
+    c->stream_by_id[stream_id] = uint32_t(c->streams.size() - 1);
+    c->last_stream_id = 0xffffffffu;
+    // Every message of every stream may be waiting to transmit (requests) or
+    // to answer (responses): size the job ring for that so pushes never fail.
+    c->jobs.reserve(uint32_t(c->streams.size()) * cfg.stream_depth * 2 + 16);
+    c->ctrl.reserve(64 + 2u * (c->num_paths + c->peer_paths) + uint32_t(c->streams.size()) * 4);
+    return Status::ok;
+}
+
+static wire::Opcode opcode_of(OpKind k) {
+    switch (k) {
+    case OpKind::send: return wire::Opcode::send;
+    case OpKind::send_imm: return wire::Opcode::send_imm;
+    case OpKind::write: return wire::Opcode::write;
+    case OpKind::write_imm: return wire::Opcode::write_imm;
+    case OpKind::read: return wire::Opcode::read_req;
+    case OpKind::atomic_cas: return wire::Opcode::atomic_cas;
+    case OpKind::atomic_fadd: return wire::Opcode::atomic_fadd;
+    }
+    return wire::Opcode::write;
+}
+
+static WcOpcode wc_opcode_of(wire::Opcode o) {
+    switch (o) {
+    case wire::Opcode::send:
+    case wire::Opcode::send_imm: return WcOpcode::send;
+    case wire::Opcode::write:
+    case wire::Opcode::write_imm: return WcOpcode::write;
+    case wire::Opcode::read_req: return WcOpcode::read;
+    case wire::Opcode::atomic_cas: return WcOpcode::atomic_cas;
+    case wire::Opcode::atomic_fadd: return WcOpcode::atomic_fadd;
+    default: return WcOpcode::send;
+    }
+}
+
+static void put_be64(uint8_t* p, uint64_t v) {
+    for (int i = 7; i >= 0; --i) { p[i] = uint8_t(v); v >>= 8; }
+}
+
+Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
+    uint32_t sidx = 0;
+    Stream* s = c->find_stream(stream_id, &sidx);
+    if (!s) return Status::no_such_object;
+    if (s->sq_tail - s->sq_head >= s->sq_limit) return Status::queue_full;
+    const wire::Opcode op = opcode_of(wr.op);
+    const bool atomic = wire::is_atomic_req(op);
+    if (atomic && (wr.length != 8 || (wr.remote_addr & 7))) return Status::invalid_argument;
+    if (wr.length > (1ull << 32) - 1) return Status::invalid_argument;
+
+    const uint32_t msg_seq = s->sq_tail++;
+    SendWqe& w = s->sq[msg_seq % s->sq.size()];
+    w = SendWqe{};
+    w.wr = wr;
+    w.msg_seq = msg_seq;
+    w.opcode = op;
+    w.active = true;
+    if (wire::consumes_recv(op)) w.recv_seq = s->next_recv_seq++;
+
+    if (s->error) {
+        // R-STREAM-3: a stream in error flushes what is posted to it.
+        w.status = WcStatus::wr_flush_err;
+        w.done = true;
+        I.advance_sq(*c, *s);
+        return Status::ok;
+    }
+    // R-MEM-4: local buffer check. READ and atomics write into it.
+    const bool local_write = (op == wire::Opcode::read_req) || atomic;
+    if (wr.length > 0) {
+        w.local = I.mrs.check_local(wr.lkey, wr.local_addr, wr.length, local_write);
+        if (!w.local) {
+            w.status = WcStatus::loc_prot_err;
+            w.done = true;
+            I.stream_error(*c, *s, msg_seq, WcStatus::loc_prot_err);
+            return Status::ok;
+        }
+    }
+    if (atomic) {
+        put_be64(w.atomic_ops, wr.compare_add);
+        put_be64(w.atomic_ops + 8, op == wire::Opcode::atomic_cas ? wr.swap : 0);
+    }
+    const bool carries_data = op != wire::Opcode::read_req && !atomic;
+    w.npkts = carries_data ? std::max<uint32_t>(1, (wr.length + c->seg - 1) / c->seg) : 1;
+    c->jobs.push(TxJob{sidx, uint32_t(msg_seq % s->sq.size()), JobKind::request});
+    return Status::ok;
+}
+
+Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    Stream* s = c->find_stream(stream_id);
+    if (!s) return Status::no_such_object;
+    if (s->rq_posted - s->rq_done >= s->rq.size()) return Status::queue_full;
+    RecvWqe& r = s->rq[s->rq_posted % s->rq.size()];
+    r = RecvWqe{};
+    r.wr = wr;
+    if (wr.length > 0) {
+        r.local = I.mrs.check_local(wr.lkey, wr.addr, wr.length, true);
+        r.bad_lkey = r.local == nullptr;
+    }
+    ++s->rq_posted;
+    if (s->error) {
+        // Flush at once: the stream will never consume it.
+        ++s->rq_done;
+        Completion cpl;
+        cpl.wr_id = wr.wr_id;
+        cpl.conn = c->id;
+        cpl.stream = s->id;
+        cpl.status = WcStatus::wr_flush_err;
+        cpl.opcode = WcOpcode::recv;
+        I.push_cq(s->recv_cq, cpl);
+    }
+    return Status::ok;
+}
+
+// R-CMPL-2: the send queue completes strictly in post order.
+void Engine::Impl::advance_sq(Conn& c, Stream& s) {
+    while (s.sq_head != s.sq_tail) {
+        SendWqe& w = s.sq[s.sq_head % s.sq.size()];
+        if (!w.done) break;
+        if (w.wr.signaled || w.status != WcStatus::success) {
+            Completion cpl;
+            cpl.wr_id = w.wr.wr_id;
+            cpl.conn = c.id;
+            cpl.stream = s.id;
+            cpl.status = w.status;
+            cpl.opcode = wc_opcode_of(w.opcode);
+            cpl.byte_len = w.wr.length;
+            push_cq(s.send_cq, cpl);
+        }
+        w.active = false;
+        ++s.sq_head;
+    }
+}
+
+// R-STREAM-2: an error completes the failing request with its status and
+// flushes every later one; the stream stops transmitting new requests.
+void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus status) {
+    for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
+        SendWqe& w = s.sq[m % s.sq.size()];
+        if (w.done) continue;
+        if (m == msg_seq) w.status = status;
+        else if (wire::seq_lt(msg_seq, m) || s.error) w.status = WcStatus::wr_flush_err;
+        else continue;  // earlier requests still complete normally
+        w.done = true;
+    }
+    if (!s.error) {
+        s.error = true;
+        // Posted receives will never be consumed now.
+        while (s.rq_done != s.rq_posted) {
+            RecvWqe& r = s.rq[s.rq_done % s.rq.size()];
+            Completion cpl;
+            cpl.wr_id = r.wr.wr_id;
+            cpl.conn = c.id;
+            cpl.stream = s.id;
+            cpl.status = WcStatus::wr_flush_err;
+            cpl.opcode = WcOpcode::recv;
+            push_cq(s.recv_cq, cpl);
+            ++s.rq_done;
+        }
+    }
+    advance_sq(c, s);
+}
+
+// R-CONN-6: the connection is lost: every outstanding request and receive
+// completes with transport_err, in order.
+void Engine::Impl::conn_error(Conn& c) {
+    if (c.state == ConnState::error) return;
+    c.state = ConnState::error;
+    for (Stream& s : c.streams) {
+        for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
+            SendWqe& w = s.sq[m % s.sq.size()];
+            if (!w.done) {
+                w.done = true;
+                w.status = WcStatus::transport_err;
+            }
+        }
+        s.error = true;
+        advance_sq(c, s);
+        while (s.rq_done != s.rq_posted) {
+            RecvWqe& r = s.rq[s.rq_done % s.rq.size()];
+            Completion cpl;
+            cpl.wr_id = r.wr.wr_id;
+            cpl.conn = c.id;
+            cpl.stream = s.id;
+            cpl.status = WcStatus::transport_err;
+            cpl.opcode = WcOpcode::recv;
+            push_cq(s.recv_cq, cpl);
+            ++s.rq_done;
+        }
+    }
+    c.jobs.clear();
+    c.retx.clear();
+    c.ctrl.clear();
+    for (TxPath& p : c.paths) p.inflight = 0;
+    c.csn_una = c.csn_nxt;
+    event(EventKind::error, c);
+}
+
+// ---------------- statistics ----------------
+
+Status Engine::conn_stats(uint32_t id, ConnStats& out) const {
+    const Conn* c = impl_->conn(id);
+    if (!c) return Status::no_such_object;
+    out = c->st;
+    out.state = c->state;
+    out.rate_hint_kbps = c->hint_kbps;
+    return Status::ok;
+}
+
+Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
+    const Conn* c = impl_->conn(id);
+    if (!c) return Status::no_such_object;
+    if (path >= c->paths.size()) return Status::invalid_argument;
+    const TxPath& p = c->paths[path];
+    out = p.st;
+    out.state = p.state;
+    out.entropy = p.entropy;
+    out.cwnd = p.cc.cwnd();
+    out.inflight = p.inflight;
+    out.srtt = p.srtt;
+    out.rttvar = p.rttvar;
+    out.rto = p.rto;
+    if (path < c->rx_paths.size()) {
+        out.rx_packets = c->rx_paths[path].rx_packets;
+        out.rx_ce = c->rx_paths[path].rx_ce;
+    }
+    return Status::ok;
+}
+
+}  // namespace mroce

@@ -15,6 +15,11 @@ namespace mroce {
 
 using Time = uint64_t;  // nanoseconds on the driver's clock; the engine has no clock of its own
 
+// TxPacket::path value for connection control (CONNECT_*, DISCONNECT_*): the
+// driver sends it from the device's well-known address and port, so the peer
+// learns where to send (R-CONN-2). Data, acks, NAKs and probes use a path index.
+inline constexpr uint16_t kControlPath = 0xFFFF;
+
 struct TxPacket {
     uint32_t peer = 0;       // driver's peer handle (address), as given to Engine::connect / seen on rx
     uint16_t path = 0;       // sender path index; drivers map it to a source port (and plane)

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Engine internals shared by the engine's source files. Not a public header.
+#pragma once
+
+#include <array>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "mr_table.hpp"
+#include "mroce/engine.hpp"
+#include "ring.hpp"
+#include "sack_window.hpp"
+
+namespace mroce {
+
+inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight span per path
+
+// ---- sender side ----
+
+enum class TxSlotState : uint8_t { empty, inflight, acked, lost };
+
+// One transmission on a path: which CSN it carried and when.
+struct PathTxSlot {
+    Time sent = 0;
+    uint32_t csn = 0;
+    TxSlotState state = TxSlotState::empty;
+};
+
+struct TxPath {
+    PathStateKind state = PathStateKind::active;
+    uint16_t entropy = 0;
+    uint32_t snd_nxt = 0;
+    uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise)
+    uint32_t inflight = 0;      // slots in state inflight
+    uint32_t consecutive_timeouts = 0;
+    uint32_t probe_seq = 0;
+    Time next_probe = 0;
+    Time srtt = 0;
+    Time rttvar = 0;
+    Time rto = 0;
+    bool have_rtt = false;
+    uint32_t marked_rounds = 0;  // consecutive rounds with CE, for re-routing (R-SCHED-5)
+    PathWindow cc;
+    PathStats st;
+    std::array<PathTxSlot, kPathRing> ring{};
+};
+
+enum class CsnState : uint8_t { free, inflight, lost, delivered };
+
+// Everything needed to (re)build one data packet: retransmission needs no
+// other state, so request and response records may be recycled independently.
+struct TxPkt {
+    const uint8_t* payload = nullptr;
+    uint64_t remote_addr = 0;
+    uint32_t csn = 0;
+    uint32_t stream_id = 0;
+    uint32_t msg_seq = 0;
+    uint32_t msg_len = 0;
+    uint32_t offset = 0;
+    uint32_t rkey = 0;
+    uint32_t recv_seq = 0;
+    uint32_t imm = 0;
+    uint32_t stream_idx = 0;     // local stream index (for request acks)
+    uint32_t sq_slot = 0;        // send-queue slot of the request (requests only)
+    uint16_t payload_len = 0;
+    uint16_t path = 0;           // path of the latest transmission
+    uint32_t psn = 0;            // PSN of the latest transmission
+    wire::Opcode opcode = wire::Opcode::write;
+    uint8_t dflags = 0;
+    CsnState state = CsnState::free;
+    bool is_request = false;     // counts toward a send-queue entry when delivered
+    bool sent_before = false;
+    uint8_t inline_payload[8] = {};  // ATOMIC_RESP value (responder's copy)
+};
+
+struct SendWqe {
+    SendWr wr{};
+    uint8_t* local = nullptr;     // resolved local address
+    uint32_t msg_seq = 0;
+    uint32_t recv_seq = 0;
+    uint32_t npkts = 0;
+    uint32_t next_seg = 0;        // segments handed out for first transmission
+    uint32_t pkts_acked = 0;
+    uint32_t resp_bytes = 0;
+    wire::Opcode opcode = wire::Opcode::write;
+    WcStatus status = WcStatus::success;
+    bool done = false;
+    bool active = false;
+    uint8_t atomic_ops[wire::kAtomicReqPayload] = {};
+};
+
+struct RecvWqe {
+    RecvWr wr{};
+    uint8_t* local = nullptr;
+    bool bad_lkey = false;
+};
+
+// Receiver record of one message in progress (R-CMPL-1).
+struct RxMsg {
+    uint8_t* target = nullptr;   // READ_REQ source / atomic target, checked on arrival
+    uint32_t msg_seq = 0;
+    uint32_t msg_len = 0;
+    uint32_t bytes = 0;
+    uint32_t recv_seq = 0;
+    uint32_t imm = 0;
+    uint32_t rkey = 0;
+    wire::Opcode opcode = wire::Opcode::write;
+    WcStatus status = WcStatus::success;
+    bool active = false;
+    bool complete = false;
+    bool nak_sent = false;
+    uint8_t atomic_ops[wire::kAtomicReqPayload] = {};
+};
+
+// A response the responder still has segments of to hand out.
+struct RespJob {
+    const uint8_t* src = nullptr;
+    uint32_t msg_seq = 0;
+    uint32_t len = 0;
+    uint32_t next_off = 0;
+    wire::Opcode opcode = wire::Opcode::read_resp;
+    uint8_t value[8] = {};
+    bool active = false;
+};
+
+struct Stream {
+    uint32_t id = 0;
+    uint32_t pd = 0;
+    uint32_t send_cq = 0;
+    uint32_t recv_cq = 0;
+    bool error = false;
+    // requester
+    std::vector<SendWqe> sq;     // stream_depth slots, msg_seq % depth
+    uint32_t sq_head = 0;        // oldest msg_seq not yet completed
+    uint32_t sq_tail = 0;        // next msg_seq
+    uint32_t sq_limit = 0;       // min(own depth, peer's depth)
+    uint32_t next_recv_seq = 0;
+    // responder
+    std::vector<RecvWqe> rq;     // recv_depth slots, recv_seq % depth
+    uint32_t rq_posted = 0;      // receives posted (next recv_seq to post)
+    uint32_t rq_done = 0;        // receives completed
+    std::vector<RxMsg> rx;       // stream_depth slots, msg_seq % depth
+    uint32_t rx_next = 0;        // next msg_seq to complete in order
+    std::vector<RespJob> resp;   // stream_depth slots, msg_seq % depth
+};
+
+enum class JobKind : uint8_t { request, response };
+struct TxJob {
+    uint32_t stream_idx = 0;
+    uint32_t slot = 0;
+    JobKind kind = JobKind::request;
+};
+
+enum class CtrlKind : uint8_t { connect_req, connect_ack, nak, probe, probe_reply, disconnect, disconnect_ack };
+struct CtrlItem {
+    CtrlKind kind = CtrlKind::nak;
+    uint16_t path = 0;
+    uint32_t a = 0;  // nak: stream id; probe: seq
+    uint32_t b = 0;  // nak: msg_seq; probe: ts
+    uint32_t c = 0;  // nak: csn
+    uint8_t syndrome = 0;
+    uint8_t opcode = 0;
+};
+
+struct Conn {
+    uint32_t id = 0;
+    uint32_t peer = 0;
+    uint32_t remote_conn = 0;
+    uint32_t cookie = 0;
+    ConnState state = ConnState::idle;
+    uint16_t num_paths = 0;        // our sending paths
+    uint16_t peer_paths = 0;       // peer's sending paths = our receive paths
+    uint16_t seg = 0;              // our segment size (min of both sides' max_payload)
+    uint32_t csn_limit = 0;        // min(own csn_window, peer's)
+    uint32_t peer_depth = 0;
+    uint32_t fair_idx = 0;
+    Time last_rx = 0;
+    Time next_ctrl_retry = 0;
+    uint32_t ctrl_retries = 0;
+    uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
+
+    // sender CSN space (R-CSN-1)
+    uint32_t csn_nxt = 0;
+    uint32_t csn_una = 0;
+    std::vector<TxPkt> txpkts;     // csn_window entries, csn & mask
+    Ring<uint32_t> retx;           // CSNs waiting for retransmission
+    Ring<TxJob> jobs;              // messages with segments not yet sent
+    std::vector<TxPath> paths;
+    TokenBucket pacer;
+    uint32_t hint_kbps = 0;
+
+    // receiver
+    CsnWindow rx_csn;
+    std::vector<RxPath> rx_paths;
+    uint32_t acks_pending = 0;     // rx paths with ack_pending set
+
+    Ring<CtrlItem> ctrl;
+    std::vector<Stream> streams;
+    std::unordered_map<uint32_t, uint32_t> stream_by_id;
+    uint32_t last_stream_id = 0xffffffffu;
+    uint32_t last_stream_idx = 0;
+
+    ConnStats st;
+
+    Stream* find_stream(uint32_t sid, uint32_t* idx_out = nullptr) {
+        if (sid == last_stream_id) {
+            if (idx_out) *idx_out = last_stream_idx;
+            return &streams[last_stream_idx];
+        }
+        auto it = stream_by_id.find(sid);
+        if (it == stream_by_id.end()) return nullptr;
+        last_stream_id = sid;
+        last_stream_idx = it->second;
+        if (idx_out) *idx_out = it->second;
+        return &streams[it->second];
+    }
+    bool has_outstanding() const {
+        if (csn_una != csn_nxt || !jobs.empty() || !retx.empty()) return true;
+        for (const Stream& s : streams)
+            if (s.sq_head != s.sq_tail) return true;
+        return false;
+    }
+};
+
+struct Cq {
+    std::vector<Completion> ring;
+    uint32_t head = 0;
+    uint32_t tail = 0;
+    bool used = false;
+};
+
+struct Engine::Impl {
+    EngineConfig cfg;
+    EngineStats st;
+    MrTable mrs;
+    uint32_t next_pd = 1;
+    std::vector<Cq> cqs;
+    std::vector<Conn*> conns;      // index = (id & 0xfffff) - 1
+    std::vector<uint8_t> conn_gen;
+    Ring<ConnEvent> events;
+    FairShare fair;
+    Time next_timer = 0;
+    Time last_now = 0;
+    Time next_hint_update = 0;
+    uint32_t cookie_seed = 0x9e3779b9u;
+    uint32_t rr_conn = 0;
+
+    explicit Impl(const EngineConfig& c);
+    ~Impl();
+
+    Conn* conn(uint32_t id) const;
+    Conn* new_conn(uint32_t peer);
+    void free_conn(Conn* c);
+    void push_cq(uint32_t cq, const Completion& c);
+    void event(EventKind k, Conn& c);
+
+    // rx
+    void rx_one(const RxPacket& p, Time now);
+    void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
+    void rx_ack(Conn& c, const wire::Packet& pk, Time now);
+    void rx_nak(Conn& c, const wire::Packet& pk);
+    void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
+    void rx_connect_ack(Conn& c, const wire::Packet& pk, Time now);
+    enum class Placed : uint8_t { ok, rnr, stale };
+    Placed place(Conn& c, const wire::Packet& pk, Time now);
+    void request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq);
+    void advance_rx(Conn& c, Stream& s, uint32_t sidx);
+    void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);
+    void delivered(Conn& c, uint32_t csn);
+    void advance_sq(Conn& c, Stream& s);
+    void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);
+    void conn_error(Conn& c);
+    void establish(Conn& c, const wire::ConnectHeader& h, Time now);
+
+    // tx
+    size_t tx(TxPacket* out, size_t max, Time now);
+    bool emit_ctrl(Conn& c, TxPacket& o, Time now);
+    bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
+    int pick_path(Conn& c);
+    bool emit_data(Conn& c, TxPacket& o, Time now);
+    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now);
+    bool next_new_segment(Conn& c, uint32_t& csn_out);
+    void timers(Time now);
+    void path_timeout(Conn& c, uint16_t pi, Time now);
+    void declare_lost(Conn& c, TxPath& p, uint32_t psn);
+    void rtt_sample(TxPath& p, Time rtt);
+    Time deadline(Time now) const;
+};
+
+}  // namespace mroce

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Registered memory regions and the access check of every remote operation
+// (doc/spec.md R-MEM-*). Keys carry a generation so a deregistered key stays
+// invalid after its slot is reused.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mroce/engine.hpp"
+
+namespace mroce {
+
+class MrTable {
+public:
+    Status add(uint32_t pd, void* addr, uint64_t length, uint32_t access, MrInfo& out);
+    Status remove(uint32_t key);
+    // R-MEM-3: the remote access check. Returns true and sets *dst on success,
+    // otherwise sets syn to the NAK syndrome.
+    bool check_remote(uint32_t rkey, uint32_t pd, uint32_t need, uint64_t addr, uint64_t len,
+                      uint8_t** dst, wire::Syndrome& syn) const noexcept;
+    // Local check for a posted work request (lkey, range; write access if the
+    // NIC writes into it). Returns nullptr if it fails.
+    uint8_t* check_local(uint32_t lkey, uint64_t addr, uint64_t len, bool need_write) const noexcept;
+
+private:
+    struct Region {
+        uint8_t* addr = nullptr;
+        uint64_t length = 0;
+        uint32_t pd = 0;
+        uint32_t access = 0;
+        uint32_t key = 0;
+        bool valid = false;
+    };
+    const Region* find(uint32_t key) const noexcept {
+        const uint32_t idx = key >> 8;
+        if (idx == 0 || idx > regions_.size()) return nullptr;
+        const Region& r = regions_[idx - 1];
+        return (r.valid && r.key == key) ? &r : nullptr;
+    }
+    std::vector<Region> regions_;
+    std::vector<uint8_t> gen_;
+};
+
+}  // namespace mroce

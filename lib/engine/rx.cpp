@@ -1,0 +1,588 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Receive path: decode, connection lookup, per-path SACK and CSN dedupe,
+// direct placement, in-order completion and execution, ACK/NAK processing
+// at the sender (doc/spec.md R-ERR-*, R-SACK-*, R-CSN-*, R-SEND-*, R-READ-*,
+// R-ATOMIC-*, R-CMPL-*).
+#include <algorithm>
+#include <bit>
+
+#include "engine_impl.hpp"
+
+namespace mroce {
+
+using wire::Opcode;
+using wire::PacketType;
+using wire::Syndrome;
+
+static uint64_t get_be64(const uint8_t* p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+    return v;
+}
+static void put_be64(uint8_t* p, uint64_t v) {
+    for (int i = 7; i >= 0; --i) { p[i] = uint8_t(v); v >>= 8; }
+}
+
+void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
+    Impl& I = *impl_;
+    I.last_now = now;
+    for (size_t i = 0; i < n; ++i) I.rx_one(pkts[i], now);
+}
+
+void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
+    ++st.rx_packets;
+    wire::Packet pk;
+    const wire::DecodeError e = wire::decode({rp.data, rp.len}, pk);
+    if (e != wire::DecodeError::ok) {
+        // R-ERR-1: undecodable datagrams are dropped and counted by cause.
+        ++st.rx_decode_errors;
+        switch (e) {
+        case wire::DecodeError::truncated: ++st.rx_truncated; break;
+        case wire::DecodeError::bad_version: ++st.rx_bad_version; break;
+        case wire::DecodeError::bad_type:
+        case wire::DecodeError::bad_opcode: ++st.rx_bad_type; break;
+        case wire::DecodeError::oversized: ++st.rx_oversized; break;
+        default: ++st.rx_inconsistent; break;
+        }
+        return;
+    }
+    const PacketType t = pk.common.type;
+    if (t == PacketType::connect_req) {
+        rx_connect_req(pk, rp.peer, now);
+        return;
+    }
+    Conn* c = conn(pk.common.dst_conn);
+    if (!c) {
+        ++st.rx_unknown_conn;  // R-ERR-2
+        return;
+    }
+    if (c->state == ConnState::connecting) {
+        if (t == PacketType::connect_ack) rx_connect_ack(*c, pk, now);
+        else ++st.rx_unknown_conn;
+        return;
+    }
+    // R-ERR-2: a packet must come from the connection's peer endpoint.
+    if (pk.common.src_conn != c->remote_conn ||
+        (c->state != ConnState::established && c->state != ConnState::closing)) {
+        ++st.rx_unknown_conn;
+        return;
+    }
+    c->last_rx = now;
+    switch (t) {
+    case PacketType::data: rx_data(*c, pk, rp.ce != 0, now); break;
+    case PacketType::ack: rx_ack(*c, pk, now); break;
+    case PacketType::nak: rx_nak(*c, pk); break;
+    case PacketType::probe: {
+        CtrlItem it{CtrlKind::probe_reply, pk.common.path_id};
+        it.a = pk.probe.probe_seq;
+        it.b = pk.probe.ts;
+        c->ctrl.push(it);
+        break;
+    }
+    case PacketType::probe_reply: {
+        const uint16_t pi = pk.common.path_id;
+        if (pi >= c->paths.size()) { ++st.rx_bad_path; break; }
+        TxPath& p = c->paths[pi];
+        if (p.state == PathStateKind::failed && pk.probe.probe_seq == p.probe_seq) {
+            // R-PATH-10: a failed path that answers its probe is reused.
+            p.state = PathStateKind::active;
+            p.consecutive_timeouts = 0;
+            p.cc.reset();
+            const Time rtt = Time(uint32_t(now) - pk.probe.ts);
+            rtt_sample(p, rtt);
+        }
+        break;
+    }
+    case PacketType::connect_ack: break;  // duplicate of one already processed
+    case PacketType::disconnect: {
+        c->ctrl.push(CtrlItem{CtrlKind::disconnect_ack, kControlPath});
+        c->state = ConnState::closing;   // closes once the ack is sent
+        c->ctrl_retries = 1000;          // marks "closing by peer"
+        break;
+    }
+    case PacketType::disconnect_ack:
+        if (c->state == ConnState::closing) {
+            c->state = ConnState::closed;
+            event(EventKind::closed, *c);
+        }
+        break;
+    default: break;
+    }
+}
+
+void Engine::Impl::rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now) {
+    if (!cfg.accept_incoming) {
+        ++st.connects_refused;
+        return;
+    }
+    const wire::ConnectHeader& h = pk.connect;
+    // R-CONN-4: a repeated CONNECT_REQ (our ACK was lost) gets the same answer.
+    for (Conn* c : conns) {
+        if (c && c->peer == peer && c->remote_conn == pk.common.src_conn && c->cookie == h.cookie) {
+            c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+            return;
+        }
+    }
+    Conn* c = new_conn(peer);
+    if (!c) {
+        ++st.connects_refused;
+        return;
+    }
+    c->remote_conn = pk.common.src_conn;
+    c->cookie = h.cookie;
+    establish(*c, h, now);
+    c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+    event(EventKind::incoming, *c);
+}
+
+void Engine::Impl::rx_connect_ack(Conn& c, const wire::Packet& pk, Time now) {
+    if (pk.connect.cookie != c.cookie) {
+        ++st.rx_unknown_conn;
+        return;
+    }
+    c.remote_conn = pk.common.src_conn;
+    establish(c, pk.connect, now);
+    event(EventKind::established, c);
+}
+
+// ---------------- data ----------------
+
+void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
+    const wire::DataHeader& d = pk.data;
+    const uint16_t pi = pk.common.path_id;
+    if (pi >= c.rx_paths.size()) {
+        ++st.rx_bad_path;
+        return;
+    }
+    RxPath& rp = c.rx_paths[pi];
+    rp.sack.apply_floor(d.path_floor);
+    const SackBitmap::Result pr = rp.sack.classify(d.psn);
+    if (pr == SackBitmap::Result::beyond_window) {
+        ++st.rx_stale;  // R-SACK-2 violated by the sender
+        return;
+    }
+    bool accepted = true;
+    if (pr == SackBitmap::Result::fresh) {
+        const CsnWindow::Result cr = c.rx_csn.classify(d.csn);
+        if (cr == CsnWindow::Result::beyond_window) {
+            ++st.rx_stale;  // R-CSN-4
+            return;
+        }
+        if (cr == CsnWindow::Result::duplicate) {
+            ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
+        } else {
+            const Placed r = place(c, pk, now);
+            if (r == Placed::rnr) {
+                ++c.st.rnr_drops;  // R-SEND-4: not acked; the sender's loss recovery resends it
+                return;
+            }
+            if (r == Placed::stale) ++st.rx_stale;
+            c.rx_csn.mark(d.csn);
+            ++c.st.rx_data_packets;
+            c.st.rx_payload_bytes += d.payload_len;
+        }
+        rp.sack.mark(d.psn);
+    } else {
+        ++c.st.duplicates;
+        accepted = false;
+    }
+    (void)accepted;
+    // R-ACK-2: every data packet, fresh or duplicate, is acked.
+    ++rp.rx_packets;
+    if (rp.rx_pending < 0xffff) ++rp.rx_pending;
+    if (ce) {
+        ++rp.rx_ce;
+        if (rp.ce_pending < rp.rx_pending) ++rp.ce_pending;
+        rp.ack_ce = true;
+    }
+    rp.ts_last = d.ts;
+    if (!rp.ack_pending) {
+        rp.ack_pending = true;
+        ++c.acks_pending;
+    }
+    fair.on_rx(c.fair_idx, d.payload_len + uint32_t(wire::kDataLen), now);
+}
+
+void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
+    CtrlItem it{CtrlKind::nak, 0};
+    it.a = d.stream_id;
+    it.b = d.msg_seq;
+    it.c = d.csn;
+    it.syndrome = uint8_t(syn);
+    it.opcode = uint8_t(d.opcode);
+    if (!c.ctrl.push(it)) {
+        c.ctrl.reserve(c.ctrl.capacity() * 2);
+        c.ctrl.push(it);
+    }
+    ++c.st.naks_sent;
+}
+
+Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now) {
+    (void)now;
+    const wire::DataHeader& d = pk.data;
+    uint32_t sidx = 0;
+    Stream* sp = c.find_stream(d.stream_id, &sidx);
+    if (!sp) {
+        nak(c, d, Syndrome::invalid_stream);  // R-STREAM-4
+        return Placed::ok;
+    }
+    Stream& s = *sp;
+    const uint8_t* payload = pk.payload.data();
+    const uint32_t plen = d.payload_len;
+
+    // Responses land in the requester's own work request (R-READ-3, R-ATOMIC-3).
+    if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
+        SendWqe& w = s.sq[d.msg_seq % s.sq.size()];
+        const Opcode want = d.opcode == Opcode::read_resp ? Opcode::read_req : w.opcode;
+        if (!w.active || w.msg_seq != d.msg_seq || w.done || w.opcode != want ||
+            (d.opcode == Opcode::atomic_resp && !wire::is_atomic_req(w.opcode)) || d.msg_len != w.wr.length) {
+            return Placed::stale;
+        }
+        if (d.opcode == Opcode::read_resp) {
+            if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
+            w.resp_bytes += plen;
+            if (w.resp_bytes >= w.wr.length) w.done = true;
+        } else {
+            const uint64_t v = get_be64(payload);
+            std::memcpy(w.local, &v, 8);
+            w.done = true;
+        }
+        if (w.done) advance_sq(c, s);
+        return Placed::ok;
+    }
+
+    if (s.error) return Placed::stale;  // R-STREAM-3: an errored stream executes nothing more
+    if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
+    if (d.msg_seq - s.rx_next >= s.rx.size()) return Placed::stale;  // R-STREAM-5: beyond stream_depth
+    RxMsg& m = s.rx[d.msg_seq % s.rx.size()];
+    if (!m.active) {
+        m = RxMsg{};
+        m.active = true;
+        m.msg_seq = d.msg_seq;
+        m.msg_len = d.msg_len;
+        m.opcode = d.opcode;
+        m.imm = d.imm;
+        m.recv_seq = d.recv_seq;
+        m.rkey = d.rkey;
+    } else if (m.msg_seq != d.msg_seq) {
+        return Placed::stale;
+    }
+    if (m.complete) return Placed::ok;  // an errored message: the rest of it is dropped
+    auto fail = [&](Syndrome syn, WcStatus st_local) {
+        if (!m.nak_sent) {
+            nak(c, d, syn);
+            m.nak_sent = true;
+        }
+        m.status = st_local;
+        m.complete = true;
+        if (m.msg_seq == s.rx_next) advance_rx(c, s, sidx);
+    };
+    if (m.opcode != d.opcode || m.msg_len != d.msg_len || m.recv_seq != d.recv_seq) {
+        fail(Syndrome::invalid_request, WcStatus::rem_inv_req_err);  // R-DATA-7: segments disagree
+        return Placed::ok;
+    }
+
+    switch (d.opcode) {
+    case Opcode::write:
+    case Opcode::write_imm: {
+        if (d.opcode == Opcode::write_imm && !wire::seq_lt(d.recv_seq, s.rq_posted)) return Placed::rnr;
+        uint8_t* dst = nullptr;
+        Syndrome syn{};
+        if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr + d.offset, plen, &dst, syn)) {
+            fail(syn, WcStatus::rem_access_err);  // R-MEM-3: nothing written
+            return Placed::ok;
+        }
+        if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2: straight into its final place
+        break;
+    }
+    case Opcode::send:
+    case Opcode::send_imm: {
+        if (!wire::seq_lt(d.recv_seq, s.rq_posted)) return Placed::rnr;  // R-SEND-4
+        if (wire::seq_lt(d.recv_seq, s.rq_done)) return Placed::stale;
+        RecvWqe& r = s.rq[d.recv_seq % s.rq.size()];
+        if (d.msg_len > r.wr.length) {
+            fail(Syndrome::invalid_request, WcStatus::loc_len_err);  // R-SEND-5
+            return Placed::ok;
+        }
+        if (r.bad_lkey) {
+            fail(Syndrome::remote_op_error, WcStatus::loc_prot_err);
+            return Placed::ok;
+        }
+        if (plen) std::memcpy(r.local + d.offset, payload, plen);  // R-SEND-2
+        break;
+    }
+    case Opcode::read_req: {
+        uint8_t* src = nullptr;
+        Syndrome syn{};
+        if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteRead, d.remote_addr, d.msg_len, &src, syn)) {
+            fail(syn, WcStatus::rem_access_err);
+            return Placed::ok;
+        }
+        m.target = src;
+        m.complete = true;
+        break;
+    }
+    case Opcode::atomic_cas:
+    case Opcode::atomic_fadd: {
+        uint8_t* tgt = nullptr;
+        Syndrome syn{};
+        if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteAtomic, d.remote_addr, 8, &tgt, syn)) {
+            fail(syn, WcStatus::rem_access_err);
+            return Placed::ok;
+        }
+        m.target = tgt;
+        std::memcpy(m.atomic_ops, payload, wire::kAtomicReqPayload);
+        m.complete = true;
+        break;
+    }
+    default:
+        return Placed::stale;
+    }
+    if (!m.complete) {
+        m.bytes += plen;
+        if (m.bytes >= m.msg_len) m.complete = true;  // R-CMPL-1 (a 0-byte message: its one packet)
+    }
+    if (m.complete && m.msg_seq == s.rx_next) advance_rx(c, s, sidx);
+    return Placed::ok;
+}
+
+// R-CMPL-3: receive completions, READ execution and atomics happen in stream order.
+void Engine::Impl::advance_rx(Conn& c, Stream& s, uint32_t sidx) {
+    while (!s.error) {
+        RxMsg& m = s.rx[s.rx_next % s.rx.size()];
+        if (!m.active || m.msg_seq != s.rx_next || !m.complete) break;
+        request_done(c, s, sidx, m, s.rx_next);
+        m.active = false;
+        ++s.rx_next;
+    }
+}
+
+void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq) {
+    auto recv_completion = [&](WcStatus status) {
+        RecvWqe& r = s.rq[m.recv_seq % s.rq.size()];
+        Completion cpl;
+        cpl.wr_id = r.wr.wr_id;
+        cpl.conn = c.id;
+        cpl.stream = s.id;
+        cpl.status = status;
+        cpl.byte_len = m.opcode == Opcode::write_imm ? m.msg_len : m.msg_len;
+        cpl.opcode = m.opcode == Opcode::write_imm ? WcOpcode::recv_write_imm : WcOpcode::recv;
+        cpl.has_imm = wire::has_imm(m.opcode);
+        cpl.imm = m.imm;
+        push_cq(s.recv_cq, cpl);
+        ++s.rq_done;
+    };
+    if (m.status != WcStatus::success) {
+        // R-STREAM-6: the responder's stream enters error at the failed message,
+        // in order; a SEND that failed locally reports it on its receive.
+        if ((m.opcode == Opcode::send || m.opcode == Opcode::send_imm) &&
+            (m.status == WcStatus::loc_len_err || m.status == WcStatus::loc_prot_err) && m.recv_seq == s.rq_done)
+            recv_completion(m.status);
+        stream_error(c, s, s.sq_tail, WcStatus::wr_flush_err);
+        return;
+    }
+    switch (m.opcode) {
+    case Opcode::send:
+    case Opcode::send_imm:
+    case Opcode::write_imm:
+        recv_completion(WcStatus::success);
+        break;
+    case Opcode::write: break;
+    case Opcode::read_req: {
+        RespJob& j = s.resp[msg_seq % s.resp.size()];
+        j = RespJob{};
+        j.active = true;
+        j.src = m.target;
+        j.len = m.msg_len;
+        j.msg_seq = msg_seq;
+        j.opcode = Opcode::read_resp;
+        c.jobs.push(TxJob{sidx, uint32_t(msg_seq % s.resp.size()), JobKind::response});
+        break;
+    }
+    case Opcode::atomic_cas:
+    case Opcode::atomic_fadd: {
+        // R-ATOMIC-2: executed exactly once (CSN dedupe), in stream order.
+        uint64_t old = 0;
+        std::memcpy(&old, m.target, 8);
+        const uint64_t a = get_be64(m.atomic_ops);
+        const uint64_t b = get_be64(m.atomic_ops + 8);
+        const uint64_t nv = m.opcode == Opcode::atomic_cas ? (old == a ? b : old) : old + a;
+        std::memcpy(m.target, &nv, 8);
+        RespJob& j = s.resp[msg_seq % s.resp.size()];
+        j = RespJob{};
+        j.active = true;
+        j.msg_seq = msg_seq;
+        j.len = 8;
+        j.opcode = Opcode::atomic_resp;
+        put_be64(j.value, old);
+        c.jobs.push(TxJob{sidx, uint32_t(msg_seq % s.resp.size()), JobKind::response});
+        break;
+    }
+    default: break;
+    }
+}
+
+void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
+    ++c.st.naks_received;
+    Stream* s = c.find_stream(pk.nak.stream_id);
+    if (!s) return;
+    const uint32_t m = pk.nak.msg_seq;
+    if (!wire::seq_lt(m, s->sq_tail) || wire::seq_lt(m, s->sq_head)) return;  // not outstanding: stale
+    WcStatus status = WcStatus::rem_op_err;
+    switch (pk.nak.syndrome) {
+    case Syndrome::rkey_invalid:
+    case Syndrome::pd_mismatch:
+    case Syndrome::access_denied:
+    case Syndrome::out_of_range: status = WcStatus::rem_access_err; break;
+    case Syndrome::invalid_stream:
+    case Syndrome::invalid_request: status = WcStatus::rem_inv_req_err; break;
+    case Syndrome::stream_error: status = WcStatus::wr_flush_err; break;
+    default: break;
+    }
+    stream_error(c, *s, m, status);  // R-NAK-3
+}
+
+// ---------------- acks (sender side) ----------------
+
+void Engine::Impl::delivered(Conn& c, uint32_t csn) {
+    TxPkt& t = c.txpkts[csn & (c.txpkts.size() - 1)];
+    if (t.csn != csn || t.state == CsnState::free || t.state == CsnState::delivered) return;
+    t.state = CsnState::delivered;
+    if (t.is_request) {
+        Stream& s = c.streams[t.stream_idx];
+        SendWqe& w = s.sq[t.sq_slot];
+        if (w.active && w.msg_seq == t.msg_seq && !w.done) {
+            ++w.pkts_acked;
+            const bool needs_response = w.opcode == Opcode::read_req || wire::is_atomic_req(w.opcode);
+            if (!needs_response && w.pkts_acked >= w.npkts) {
+                w.done = true;  // R-CMPL-2: acked = placed at the responder
+                advance_sq(c, s);
+            }
+        }
+    }
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    while (c.csn_una != c.csn_nxt && c.txpkts[c.csn_una & mask].state == CsnState::delivered) {
+        c.txpkts[c.csn_una & mask].state = CsnState::free;
+        ++c.csn_una;
+    }
+}
+
+void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
+    PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
+    if (sl.state != TxSlotState::inflight) return;
+    sl.state = TxSlotState::lost;
+    --p.inflight;
+    TxPkt& t = c.txpkts[sl.csn & (c.txpkts.size() - 1)];
+    const uint16_t pi = uint16_t(&p - c.paths.data());
+    if (t.csn == sl.csn && t.state == CsnState::inflight && t.path == pi && t.psn == psn) {
+        // R-SACK-4: exactly this packet is queued for retransmission, now.
+        t.state = CsnState::lost;
+        c.retx.push(t.csn);
+        ++p.st.retransmits;
+        ++c.st.retransmits;
+    }
+}
+
+static void advance_una(TxPath& p) {
+    while (p.snd_una != p.snd_nxt) {
+        PathTxSlot& sl = p.ring[p.snd_una & (kPathRing - 1)];
+        if (sl.state == TxSlotState::inflight) break;
+        sl.state = TxSlotState::empty;
+        ++p.snd_una;
+    }
+}
+
+void Engine::Impl::rtt_sample(TxPath& p, Time r) {
+    // R-TIMER-1: RFC 6298 estimator per path.
+    if (!p.have_rtt) {
+        p.srtt = r;
+        p.rttvar = r / 2;
+        p.have_rtt = true;
+    } else {
+        const Time diff = p.srtt > r ? p.srtt - r : r - p.srtt;
+        p.rttvar = (3 * p.rttvar + diff) / 4;
+        p.srtt = (7 * p.srtt + r) / 8;
+    }
+    p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
+}
+
+void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
+    const wire::AckHeader& a = pk.ack;
+    const uint16_t pi = pk.common.path_id;
+    if (pi >= c.paths.size()) {
+        ++st.rx_bad_path;
+        return;
+    }
+    TxPath& p = c.paths[pi];
+    if (wire::seq_lt(p.snd_nxt, a.cum_psn)) {
+        ++st.rx_stale;  // acks data never sent on this path
+        return;
+    }
+    if (cfg.rate_hints && a.rate_hint != c.hint_kbps) {
+        c.hint_kbps = a.rate_hint;  // R-HINT-5
+        c.pacer.set_rate_kbps(a.rate_hint, now);
+    }
+    uint32_t newly = 0;
+    auto ack_slot = [&](uint32_t psn) {
+        PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
+        if (sl.state == TxSlotState::inflight) {
+            sl.state = TxSlotState::acked;
+            --p.inflight;
+            ++newly;
+            delivered(c, sl.csn);
+        } else if (sl.state == TxSlotState::lost) {
+            // Declared lost by a timeout yet it arrived: the CSN is delivered.
+            sl.state = TxSlotState::acked;
+            delivered(c, sl.csn);
+        }
+    };
+    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, a.cum_psn); ++psn) ack_slot(psn);
+    bool any_sack = false;
+    uint32_t highest = 0;
+    for (uint32_t w = 0; w < 4; ++w) {
+        uint64_t bits = a.sack[w];
+        while (bits) {
+            const uint32_t b = uint32_t(std::countr_zero(bits));
+            bits &= bits - 1;
+            const uint32_t psn = a.cum_psn + 1 + w * 64 + b;
+            if (!wire::seq_lt(psn, p.snd_nxt) || wire::seq_lt(psn, p.snd_una)) continue;
+            ack_slot(psn);
+            any_sack = true;
+            highest = psn;
+        }
+    }
+    // R-SACK-4: on one path a hole below an acked PSN is loss, not reordering.
+    if (any_sack) {
+        for (uint32_t psn = p.snd_una; wire::seq_lt(psn, highest); ++psn) {
+            PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
+            if (sl.state == TxSlotState::inflight) {
+                declare_lost(c, p, psn);
+                ++p.st.losses;
+                p.cc.on_loss();
+            }
+        }
+    }
+    advance_una(p);
+    if (newly) {
+        p.consecutive_timeouts = 0;
+        if (a.ts_echo) rtt_sample(p, Time(uint32_t(uint32_t(now) - a.ts_echo)));
+    }
+    const uint32_t marked = a.ce_count;
+    if (marked) p.st.ce_marks += marked;
+    const uint32_t before = p.cc.rounds_since_mark();
+    p.cc.on_ack(std::max<uint32_t>(newly, marked), cfg.cc.ecn ? marked : 0, a.cum_psn, p.snd_nxt);
+    // R-SCHED-5: a path that stays marked round after round is moved to a new route.
+    if (cfg.reroute_after_marks && p.cc.rounds_since_mark() == 0 && before != 0) {
+        if (++p.marked_rounds >= cfg.reroute_after_marks) {
+            p.marked_rounds = 0;
+            p.entropy = uint16_t(p.entropy + c.paths.size());
+            ++p.st.rerouted;
+        }
+    } else if (p.cc.rounds_since_mark() > 1) {
+        p.marked_rounds = 0;
+    }
+}
+
+}  // namespace mroce

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Transmit path: control packets, acks, retransmissions and new segments,
+// the multipath scheduler, pacing, and the timers (doc/spec.md R-SCHED-*,
+// R-TIMER-*, R-PATH-*, R-ACK-*).
+#include <algorithm>
+#include <limits>
+
+#include "engine_impl.hpp"
+
+namespace mroce {
+
+using wire::Opcode;
+
+static constexpr Time kNever = std::numeric_limits<Time>::max();
+
+size_t Engine::tx_burst(TxPacket* out, size_t max, Time now) { return impl_->tx(out, max, now); }
+
+bool Engine::tx_pending(Time now) const {
+    const Impl& I = *impl_;
+    if (now >= I.next_timer) return true;
+    for (const Conn* c : I.conns) {
+        if (!c) continue;
+        if (!c->ctrl.empty() || c->acks_pending) return true;
+        if (c->state != ConnState::established) continue;
+        if ((!c->retx.empty() || !c->jobs.empty()) && c->pacer.allow(now, c->seg)) return true;
+    }
+    return false;
+}
+
+Time Engine::next_deadline(Time now) const { return impl_->deadline(now); }
+
+Time Engine::Impl::deadline(Time now) const {
+    Time t = next_timer;
+    for (const Conn* c : conns) {
+        if (!c) continue;
+        if (!c->ctrl.empty() || c->acks_pending) return now;
+        if (c->state != ConnState::established) continue;
+        if (!c->retx.empty() || !c->jobs.empty()) {
+            // Blocked by windows: an ack (input) or a timer unblocks it.
+            bool window = false;
+            for (const TxPath& p : c->paths)
+                if (p.state == PathStateKind::active && p.inflight < std::max(1.0, p.cc.cwnd())) window = true;
+            if (window && c->csn_nxt - c->csn_una < c->csn_limit) t = std::min(t, c->pacer.release_time(now, c->seg));
+        }
+    }
+    return std::max(t, now);
+}
+
+size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
+    last_now = now;
+    if (now >= next_timer) timers(now);
+    if (cfg.rate_hints && now >= next_hint_update) {
+        fair.update(now);
+        next_hint_update = now + (cfg.hint_interval ? cfg.hint_interval : 4 * cfg.min_rto);
+    }
+    size_t n = 0;
+    const size_t nc = conns.size();
+    for (size_t k = 0; k < nc && n < max; ++k) {
+        Conn* c = conns[(rr_conn + k) % nc];
+        if (!c) continue;
+        while (n < max && !c->ctrl.empty()) {
+            if (emit_ctrl(*c, out[n], now)) ++n;
+        }
+        if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty()) {
+            c->state = ConnState::closed;  // peer-initiated close: our DISCONNECT_ACK is out
+            event(EventKind::closed, *c);
+        }
+        if (c->state != ConnState::established && c->state != ConnState::closing) continue;
+        if (c->acks_pending) {
+            for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
+                if (c->rx_paths[pi].ack_pending && emit_ack(*c, pi, out[n])) ++n;
+        }
+        while (n < max && emit_data(*c, out[n], now)) ++n;
+    }
+    if (nc) rr_conn = uint32_t((rr_conn + 1) % nc);
+    st.tx_packets += n;
+    return n;
+}
+
+static void fill_tx(TxPacket& o, const Conn& c, uint16_t path, size_t hl) {
+    o.peer = c.peer;
+    o.path = path;
+    o.entropy = path == kControlPath ? 0 : c.paths[path % c.paths.size()].entropy;
+    o.hdr_len = uint16_t(hl);
+    o.ect = 0;
+    o.payload = nullptr;
+    o.payload_len = 0;
+}
+
+bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
+    CtrlItem it;
+    if (!c.ctrl.pop(it)) return false;
+    wire::CommonHeader h;
+    h.src_conn = c.id;
+    h.dst_conn = c.remote_conn;
+    h.path_id = it.path == kControlPath ? 0 : it.path;
+    size_t hl = 0;
+    uint16_t txpath = kControlPath;
+    switch (it.kind) {
+    case CtrlKind::connect_req:
+    case CtrlKind::connect_ack: {
+        if (it.kind == CtrlKind::connect_req && c.state != ConnState::connecting) return false;
+        h.type = it.kind == CtrlKind::connect_req ? wire::PacketType::connect_req : wire::PacketType::connect_ack;
+        if (it.kind == CtrlKind::connect_req) h.dst_conn = 0;
+        wire::ConnectHeader ch;
+        ch.num_paths = c.num_paths;
+        ch.max_payload = cfg.max_payload;
+        ch.initial_csn = c.csn_una;
+        ch.rx_capacity_mbps = cfg.rx_capacity_mbps;
+        ch.cookie = c.cookie;
+        ch.stream_depth = cfg.stream_depth;
+        ch.csn_window = cfg.csn_window;
+        hl = wire::encode_connect({o.hdr, sizeof o.hdr}, h, ch);
+        if (it.kind == CtrlKind::connect_req) {
+            c.next_ctrl_retry = now + cfg.connect_retry;
+            next_timer = std::min(next_timer, c.next_ctrl_retry);
+        }
+        break;
+    }
+    case CtrlKind::nak: {
+        wire::NakHeader k;
+        k.stream_id = it.a;
+        k.msg_seq = it.b;
+        k.csn = it.c;
+        k.syndrome = wire::Syndrome(it.syndrome);
+        k.opcode = wire::Opcode(it.opcode);
+        hl = wire::encode_nak({o.hdr, sizeof o.hdr}, h, k);
+        txpath = 0;
+        break;
+    }
+    case CtrlKind::probe:
+    case CtrlKind::probe_reply: {
+        h.type = it.kind == CtrlKind::probe ? wire::PacketType::probe : wire::PacketType::probe_reply;
+        wire::ProbeHeader p{it.a, it.b};
+        hl = wire::encode_probe({o.hdr, sizeof o.hdr}, h, p);
+        // A probe travels the failed path's own route; a reply any route.
+        txpath = uint16_t(it.path % c.paths.size());
+        break;
+    }
+    case CtrlKind::disconnect:
+    case CtrlKind::disconnect_ack: {
+        h.type = it.kind == CtrlKind::disconnect ? wire::PacketType::disconnect : wire::PacketType::disconnect_ack;
+        hl = wire::encode_disconnect({o.hdr, sizeof o.hdr}, h, wire::DisconnectHeader{0});
+        if (it.kind == CtrlKind::disconnect) {
+            c.next_ctrl_retry = now + cfg.connect_retry;
+            next_timer = std::min(next_timer, c.next_ctrl_retry);
+        }
+        break;
+    }
+    }
+    if (!hl) return false;
+    fill_tx(o, c, txpath, hl);
+    return true;
+}
+
+bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
+    RxPath& rp = c.rx_paths[pi];
+    wire::CommonHeader h;
+    h.src_conn = c.id;
+    h.dst_conn = c.remote_conn;
+    h.path_id = pi;
+    wire::AckHeader a;
+    a.cum_psn = rp.sack.cum;
+    a.ts_echo = rp.ts_last;
+    a.rate_hint = cfg.rate_hints ? fair.hint_kbps(c.fair_idx) : 0;
+    a.ce_count = rp.ce_pending;
+    a.rx_count = rp.rx_pending;
+    a.cum_csn = c.rx_csn.cum();
+    a.ack_flags = rp.ack_ce ? wire::kAckCe : 0;
+    for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
+    const size_t hl = wire::encode_ack({o.hdr, sizeof o.hdr}, h, a);
+    rp.ack_pending = false;
+    rp.ack_ce = false;
+    rp.ce_pending = rp.rx_pending = 0;
+    --c.acks_pending;
+    fill_tx(o, c, uint16_t(pi % c.paths.size()), hl);
+    return true;
+}
+
+// R-SCHED-1..4: the path of every packet.
+int Engine::Impl::pick_path(Conn& c) {
+    const uint32_t n = uint32_t(c.paths.size());
+    int best = -1;
+    double best_score = 0;
+    for (uint32_t k = 0; k < n; ++k) {
+        const uint32_t i = (c.rr_path + k) % n;
+        const TxPath& p = c.paths[i];
+        if (p.state != PathStateKind::active) continue;
+        const double w = std::max(1.0, p.cc.cwnd());
+        if (p.inflight >= uint32_t(w)) continue;
+        if (p.snd_nxt - p.snd_una >= kPathRing) continue;  // R-SACK-2
+        const double rtt = p.have_rtt ? double(p.srtt) : 0.0;
+        double score = (double(p.inflight) + 1.0) / w * (rtt + 1000.0);
+        if (p.cc.rounds_since_mark() == 0) score *= 4.0;  // R-SCHED-3: steer away from a fresh mark
+        if (best < 0 || score < best_score) {
+            best = int(i);
+            best_score = score;
+        }
+    }
+    if (best >= 0) c.rr_path = uint32_t(best + 1) % n;
+    return best;
+}
+
+bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
+    if (c.csn_nxt - c.csn_una >= c.csn_limit) return false;  // R-CSN-5
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    while (!c.jobs.empty()) {
+        TxJob& job = c.jobs.front();
+        Stream& s = c.streams[job.stream_idx];
+        TxPkt& t = c.txpkts[c.csn_nxt & mask];
+        if (job.kind == JobKind::request) {
+            SendWqe& w = s.sq[job.slot];
+            if (!w.active || w.done || s.error || w.next_seg >= w.npkts) {
+                c.jobs.drop_front();
+                continue;
+            }
+            const uint32_t k = w.next_seg++;
+            t = TxPkt{};
+            t.opcode = w.opcode;
+            t.is_request = true;
+            t.stream_idx = job.stream_idx;
+            t.sq_slot = job.slot;
+            t.stream_id = s.id;
+            t.msg_seq = w.msg_seq;
+            t.recv_seq = w.recv_seq;
+            t.imm = w.wr.imm;
+            t.rkey = w.wr.rkey;
+            t.remote_addr = w.wr.remote_addr;
+            t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+            if (w.opcode == Opcode::read_req) {
+                t.msg_len = w.wr.length;
+            } else if (wire::is_atomic_req(w.opcode)) {
+                t.msg_len = 8;
+                t.payload = w.atomic_ops;
+                t.payload_len = uint16_t(wire::kAtomicReqPayload);
+            } else {
+                t.msg_len = w.wr.length;
+                t.offset = k * c.seg;
+                t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
+                t.payload = w.local ? w.local + t.offset : nullptr;
+            }
+            if (w.next_seg >= w.npkts) c.jobs.drop_front();
+        } else {
+            RespJob& j = s.resp[job.slot];
+            if (!j.active) {
+                c.jobs.drop_front();
+                continue;
+            }
+            t = TxPkt{};
+            t.opcode = j.opcode;
+            t.stream_idx = job.stream_idx;
+            t.stream_id = s.id;
+            t.msg_seq = j.msg_seq;
+            t.msg_len = j.len;
+            if (j.opcode == Opcode::atomic_resp) {
+                std::memcpy(t.inline_payload, j.value, 8);
+                t.payload = t.inline_payload;
+                t.payload_len = 8;
+                j.active = false;
+            } else {
+                t.offset = j.next_off;
+                t.payload_len = uint16_t(std::min<uint32_t>(c.seg, j.len - j.next_off));
+                t.payload = j.src + j.next_off;
+                j.next_off += t.payload_len;
+                if (j.next_off >= j.len) j.active = false;
+            }
+            if (!j.active) c.jobs.drop_front();
+        }
+        t.csn = c.csn_nxt++;
+        csn_out = t.csn;
+        return true;
+    }
+    return false;
+}
+
+void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now) {
+    TxPath& p = c.paths[pi];
+    const uint32_t psn = p.snd_nxt++;
+    PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
+    sl.sent = now;
+    sl.csn = t.csn;
+    sl.state = TxSlotState::inflight;
+    ++p.inflight;
+    const bool retransmit = t.sent_before;
+    t.path = uint16_t(pi);
+    t.psn = psn;
+    t.state = CsnState::inflight;
+    t.sent_before = true;
+
+    wire::CommonHeader h;
+    h.src_conn = c.id;
+    h.dst_conn = c.remote_conn;
+    h.path_id = uint16_t(pi);
+    wire::DataHeader d;
+    d.psn = psn;
+    d.csn = t.csn;
+    d.opcode = t.opcode;
+    d.dflags = uint8_t(t.dflags | (retransmit ? wire::kDataRetransmit : 0));
+    d.payload_len = t.payload_len;
+    d.stream_id = t.stream_id;
+    d.msg_seq = t.msg_seq;
+    d.msg_len = t.msg_len;
+    d.offset = t.offset;
+    d.rkey = t.rkey;
+    d.remote_addr = t.remote_addr;
+    d.recv_seq = t.recv_seq;
+    d.imm = t.imm;
+    d.ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo
+    d.path_floor = p.snd_una;
+    o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
+    o.peer = c.peer;
+    o.path = uint16_t(pi);
+    o.entropy = p.entropy;
+    o.ect = 1;  // R-ECN-1
+    o.payload = t.payload;
+    o.payload_len = t.payload_len;
+
+    ++p.st.tx_packets;
+    p.st.tx_bytes += t.payload_len;
+    ++c.st.tx_data_packets;
+    c.st.tx_payload_bytes += t.payload_len;
+    const Time rto = p.rto << std::min<uint32_t>(p.consecutive_timeouts, 6);
+    next_timer = std::min(next_timer, now + rto);
+}
+
+bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
+    if (c.state != ConnState::established) return false;
+    if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) return false;
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    // R-SACK-4: lost packets go before new ones.
+    while (!c.retx.empty()) {
+        const uint32_t csn = c.retx.front();
+        TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn != csn || t.state != CsnState::lost) {
+            c.retx.drop_front();  // delivered meanwhile (a late ack)
+            continue;
+        }
+        const int pi = pick_path(c);
+        if (pi < 0) return false;
+        c.retx.drop_front();
+        send_on_path(c, t, pi, o, now);
+        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        return true;
+    }
+    if (c.jobs.empty()) return false;
+    const int pi = pick_path(c);
+    if (pi < 0) return false;
+    uint32_t csn = 0;
+    if (!next_new_segment(c, csn)) return false;
+    TxPkt& t = c.txpkts[csn & mask];
+    send_on_path(c, t, pi, o, now);
+    if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+    return true;
+}
+
+// ---------------- timers ----------------
+
+void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
+    TxPath& p = c.paths[pi];
+    ++p.st.timeouts;
+    ++p.consecutive_timeouts;
+    // R-TIMER-2: everything in flight on the path is resent elsewhere.
+    for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) declare_lost(c, p, psn);
+    while (p.snd_una != p.snd_nxt) {
+        p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
+        ++p.snd_una;
+    }
+    p.cc.on_timeout();
+    if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
+        // R-PATH-9: retire the path, try a new route for it, and probe it.
+        p.state = PathStateKind::failed;
+        p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+        ++p.st.rerouted;
+        p.next_probe = now;
+    }
+}
+
+void Engine::Impl::timers(Time now) {
+    Time next = kNever;
+    for (Conn* c : conns) {
+        if (!c) continue;
+        switch (c->state) {
+        case ConnState::connecting:
+            if (c->next_ctrl_retry && now >= c->next_ctrl_retry) {
+                // R-CONN-5: CONNECT_REQ is repeated until answered or conn_timeout.
+                if (++c->ctrl_retries * cfg.connect_retry >= cfg.conn_timeout) {
+                    conn_error(*c);
+                    continue;
+                }
+                c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
+                c->next_ctrl_retry = now + cfg.connect_retry;
+            }
+            if (c->next_ctrl_retry) next = std::min(next, c->next_ctrl_retry);
+            continue;
+        case ConnState::closing:
+            if (c->ctrl_retries < 1000 && c->next_ctrl_retry && now >= c->next_ctrl_retry) {
+                if (++c->ctrl_retries >= 3) {
+                    c->state = ConnState::closed;
+                    event(EventKind::closed, *c);
+                    continue;
+                }
+                c->ctrl.push(CtrlItem{CtrlKind::disconnect, kControlPath});
+                c->next_ctrl_retry = now + cfg.connect_retry;
+            }
+            if (c->next_ctrl_retry) next = std::min(next, c->next_ctrl_retry);
+            break;
+        case ConnState::established: break;
+        default: continue;
+        }
+        // R-CONN-6: a silent peer with work outstanding is a lost connection.
+        if (c->has_outstanding()) {
+            if (now - c->last_rx >= cfg.conn_timeout) {
+                conn_error(*c);
+                continue;
+            }
+            next = std::min(next, c->last_rx + cfg.conn_timeout);
+        }
+        for (uint16_t pi = 0; pi < c->paths.size(); ++pi) {
+            TxPath& p = c->paths[pi];
+            if (p.state == PathStateKind::failed) {
+                if (now >= p.next_probe) {
+                    CtrlItem it{CtrlKind::probe, pi};
+                    it.a = ++p.probe_seq;
+                    it.b = uint32_t(now) ? uint32_t(now) : 1;
+                    c->ctrl.push(it);
+                    p.next_probe = now + cfg.probe_interval;
+                }
+                next = std::min(next, p.next_probe);
+                continue;
+            }
+            if (p.snd_una == p.snd_nxt) continue;
+            const PathTxSlot& oldest = p.ring[p.snd_una & (kPathRing - 1)];
+            const Time rto = p.rto << std::min<uint32_t>(p.consecutive_timeouts, 6);  // R-TIMER-3: backoff
+            if (now >= oldest.sent + rto) {
+                path_timeout(*c, pi, now);
+                if (p.state == PathStateKind::failed) next = std::min(next, p.next_probe);
+            } else {
+                next = std::min(next, oldest.sent + rto);
+            }
+        }
+    }
+    next_timer = next;
+}
+
+}  // namespace mroce
