@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+#include "mroce/udp/port.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace mroce::udp {
+namespace {
+
+constexpr size_t kTxChunk = 256;          // packets handled per internal round of send_burst
+constexpr uint32_t kMaxGsoSegs = 64;      // UDP_MAX_SEGMENTS on every kernel that has GSO
+constexpr uint32_t kMaxGsoBytes = 65507;  // 0xFFFF minus IPv4 and UDP headers
+constexpr size_t kGroBufSize = 65536;
+constexpr uint32_t kMaxPeers = 1u << 16;  // unknown sources beyond this are not given handles
+constexpr uint32_t kWakeTag = 0xFFFFFFFFu;
+constexpr uint8_t kEct0 = 0x02;
+// Room for UDP_SEGMENT (u16) and IP_TOS (int) on send, IP_TOS (u8) and UDP_GRO (int) on receive.
+constexpr size_t kTxCtrl = CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int));
+constexpr size_t kRxCtrl = CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int)) + 16;
+
+uint32_t load_be32(const uint8_t* p) noexcept {
+    return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
+
+std::string addr_str(in_addr a, uint16_t port) {
+    char buf[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &a, buf, sizeof buf);
+    return fmt::format("{}:{}", buf, port);
+}
+
+std::string errno_str(int e) { return std::error_code(e, std::generic_category()).message(); }
+
+bool is_wouldblock(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK; }
+
+}  // namespace
+
+UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
+    if (inet_pton(AF_INET, cfg_.local_ip.c_str(), &local_addr_) != 1)
+        throw std::invalid_argument(fmt::format("mroce udp: local_ip '{}' is not an IPv4 address", cfg_.local_ip));
+    if (cfg_.path_port_span == 0 || uint32_t(cfg_.path_port_base) + cfg_.path_port_span > 65536)
+        throw std::invalid_argument(fmt::format("mroce udp: path ports {}+{} do not fit in 1..65535",
+                                                cfg_.path_port_base, cfg_.path_port_span));
+    if (cfg_.rx_batch == 0 || cfg_.max_datagram == 0 || cfg_.max_datagram > kGroBufSize)
+        throw std::invalid_argument("mroce udp: rx_batch and max_datagram (<= 65536) must be positive");
+
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    if (ep_ < 0) throw std::system_error(errno, std::generic_category(), "mroce udp: epoll_create1");
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+        int e = errno;
+        close(ep_);
+        throw std::system_error(e, std::generic_category(), "mroce udp: eventfd");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = kWakeTag;
+    epoll_ctl(ep_, EPOLL_CTL_ADD, wake_fd_, &ev);
+
+    gro_ = cfg_.gro;  // open_socket clears it if the kernel refuses UDP_GRO
+    std::string err;
+    if (open_socket(cfg_.listen_port, kListenLocalPath, &err) < 0) {
+        close(wake_fd_);
+        close(ep_);
+        throw std::system_error(errno ? errno : EINVAL, std::generic_category(), "mroce udp: " + err);
+    }
+    if (cfg_.gso) {
+        // Setting gso_size 0 is a no-op that only kernels with UDP GSO (4.18+) accept.
+        int zero = 0;
+        gso_ = setsockopt(socks_[0].fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+    }
+
+    slot_sock_.assign(cfg_.path_port_span, -1);
+    for (uint16_t i = 0; i < cfg_.open_paths && i < cfg_.path_port_span; ++i) {
+        if (open_path(i) == 0) {
+            std::string msg = last_error_;
+            for (Sock& s : socks_) close(s.fd);
+            close(wake_fd_);
+            close(ep_);
+            throw std::system_error(EADDRINUSE, std::generic_category(), "mroce udp: " + msg);
+        }
+    }
+
+    rx_buf_size_ = gro_ ? kGroBufSize : cfg_.max_datagram;
+    const size_t nb = cfg_.rx_batch;
+    rx_mem_.assign(nb * rx_buf_size_, 0);
+    rx_msg_.assign(nb, mmsghdr{});
+    rx_iov_.assign(nb, iovec{});
+    rx_addr_.assign(nb, sockaddr_in{});
+    rx_ctrl_.assign(nb * kRxCtrl, 0);
+    rx_desc_.assign(nb, RxDesc{});
+    for (size_t i = 0; i < nb; ++i) rx_iov_[i] = iovec{rx_mem_.data() + i * rx_buf_size_, rx_buf_size_};
+    ep_events_.assign(64, epoll_event{});
+
+    tx_order_.assign(kTxChunk, 0);
+    tx_sock_.assign(kTxChunk, -1);
+    tx_socks_seen_.reserve(cfg_.path_port_span + 1);
+    tx_iov_.assign(2 * kTxChunk, iovec{});
+    tx_msg_.assign(kTxChunk, mmsghdr{});
+    tx_msg_first_.assign(kTxChunk, 0);
+    tx_msg_count_.assign(kTxChunk, 0);
+    tx_ctrl_.assign(kTxChunk * kTxCtrl, 0);
+
+    peers_.assign(1, sockaddr_in{});  // handle 0 is kNoPeer
+    peer_by_addr_.reserve(64);
+    peer_by_conn_.reserve(64);
+}
+
+UdpPort::~UdpPort() {
+    for (Sock& s : socks_) close(s.fd);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    if (ep_ >= 0) close(ep_);
+}
+
+int UdpPort::open_socket(uint16_t port, uint16_t local_path, std::string* err) {
+    const std::string where = addr_str(local_addr_, port);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        *err = fmt::format("socket for {}: {}", where, errno_str(e));
+        errno = e;
+        return -1;
+    }
+    auto fail = [&](const char* what) {
+        int e = errno;
+        *err = fmt::format("{} on {}: {}", what, where, errno_str(e));
+        close(fd);
+        errno = e;
+        return -1;
+    };
+    // Default ECT(0): data is the bulk of the traffic, so only Not-ECT packets need a cmsg.
+    int tos = kEct0;
+    if (setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) < 0) return fail("setsockopt(IP_TOS)");
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) < 0) return fail("setsockopt(IP_RECVTOS)");
+    if (gro_ && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) < 0) {
+        if (socks_.empty()) gro_ = false;  // decided on the listen socket, before buffers are sized
+        else return fail("setsockopt(UDP_GRO)");
+    }
+    // The FORCE variants exceed net.core.*mem_max when privileged; a quiet fallback otherwise.
+    if (cfg_.sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &cfg_.sndbuf, sizeof cfg_.sndbuf) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cfg_.sndbuf, sizeof cfg_.sndbuf);
+    if (cfg_.rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &cfg_.rcvbuf, sizeof cfg_.rcvbuf) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg_.rcvbuf, sizeof cfg_.rcvbuf);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = local_addr_;
+    sa.sin_port = htons(port);
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) < 0) return fail("bind");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = uint32_t(socks_.size());
+    if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) < 0) return fail("epoll_ctl");
+    socks_.push_back(Sock{fd, port, local_path});
+    in_ready_.push_back(0);
+    return fd;
+}
+
+uint16_t UdpPort::open_path(uint16_t entropy) {
+    const uint16_t slot = uint16_t(entropy % cfg_.path_port_span);
+    if (slot_sock_[slot] >= 0) return socks_[size_t(slot_sock_[slot])].port;
+    const uint16_t port = path_port(entropy);
+    std::string err;
+    if (open_socket(port, slot, &err) < 0) {
+        last_error_ = std::move(err);
+        slot_sock_[slot] = -2;  // not retried per packet; the engine fails the path and re-routes
+        return 0;
+    }
+    slot_sock_[slot] = int16_t(socks_.size() - 1);
+    return port;
+}
+
+uint32_t UdpPort::add_peer(const std::string& ip, uint16_t port) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    if (inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1)
+        throw std::invalid_argument(fmt::format("mroce udp: peer address '{}' is not IPv4", ip));
+    return add_peer(sa);
+}
+
+uint32_t UdpPort::add_peer(const sockaddr_in& in) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = in.sin_addr;
+    sa.sin_port = in.sin_port;
+    const uint64_t k = key(sa);
+    if (auto it = peer_by_addr_.find(k); it != peer_by_addr_.end()) return it->second;
+    const uint32_t h = uint32_t(peers_.size());
+    peers_.push_back(sa);
+    peer_by_addr_.emplace(k, h);
+    return h;
+}
+
+bool UdpPort::peer_address(uint32_t handle, sockaddr_in& out) const {
+    if (handle == kNoPeer || handle >= peers_.size()) return false;
+    out = peers_[handle];
+    return true;
+}
+
+int UdpPort::sock_for(const TxPacket& p) {
+    if (p.path == kControlPath) return 0;
+    const uint16_t slot = uint16_t(p.entropy % cfg_.path_port_span);
+    int16_t si = slot_sock_[slot];
+    if (si == -1) {
+        open_path(p.entropy);
+        si = slot_sock_[slot];
+    }
+    return si;  // -2 when the bind failed
+}
+
+size_t UdpPort::send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) {
+    size_t sent = 0, nunsent = 0;
+    for (size_t base = 0; base < n; base += kTxChunk)
+        sent += send_chunk(pkts + base, std::min(kTxChunk, n - base), uint32_t(base), unsent, nunsent);
+    if (unsent && nunsent > 1) std::sort(unsent, unsent + nunsent);
+    return sent;
+}
+
+size_t UdpPort::send_chunk(const TxPacket* pkts, size_t n, uint32_t base, uint32_t* unsent, size_t& nunsent) {
+    auto drop = [&](uint32_t i) {
+        ++st_.tx_errors;
+        if (unsent) unsent[nunsent] = base + i;
+        ++nunsent;
+    };
+    tx_socks_seen_.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+        const TxPacket& p = pkts[i];
+        if (p.peer == kNoPeer || p.peer >= peers_.size()) {
+            ++st_.tx_no_peer;
+            tx_sock_[i] = -1;
+            drop(i);
+            continue;
+        }
+        const int si = sock_for(p);
+        tx_sock_[i] = si < 0 ? -1 : si;
+        if (si < 0) {
+            drop(i);
+            continue;
+        }
+        // Our control packets name our connection id; the peer's later traffic, from
+        // whatever source port, is addressed to it (see peer_for_rx).
+        if (p.path == kControlPath && p.hdr_len >= 16) {
+            const uint32_t src_conn = load_be32(p.hdr + 8);
+            if (src_conn != 0) peer_by_conn_[src_conn] = p.peer;
+        }
+        if (std::find(tx_socks_seen_.begin(), tx_socks_seen_.end(), si) == tx_socks_seen_.end())
+            tx_socks_seen_.push_back(si);
+    }
+    // Stable regrouping by socket: a path's packets keep their order (R-PSN: per-path order).
+    size_t sent = 0, pos = 0;
+    for (int32_t si : tx_socks_seen_) {
+        const size_t first = pos;
+        for (uint32_t i = 0; i < n; ++i)
+            if (tx_sock_[i] == si) tx_order_[pos++] = i;
+        send_group(pkts, tx_order_.data() + first, pos - first, socks_[size_t(si)].fd, base, unsent, nunsent,
+                   sent);
+    }
+    return sent;
+}
+
+void UdpPort::send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, int fd, uint32_t base,
+                         uint32_t* unsent, size_t& nunsent, size_t& sent) {
+    auto drop_range = [&](size_t from, size_t to) {
+        for (size_t j = from; j < to; ++j) {
+            ++st_.tx_errors;
+            if (unsent) unsent[nunsent] = base + idx[j];
+            ++nunsent;
+        }
+    };
+    size_t j = 0;
+    while (j < cnt) {
+        // Build as many messages as the scratch holds, starting at packet j.
+        size_t nmsg = 0, niov = 0;
+        while (j < cnt && nmsg < kTxChunk) {
+            const TxPacket& p0 = pkts[idx[j]];
+            const uint32_t seg = uint32_t(p0.hdr_len) + p0.payload_len;
+            const size_t iov0 = niov;
+            uint32_t count = 0, total = 0;
+            // A GSO run: same destination, same TOS, equal sizes; only the last may be shorter.
+            while (j < cnt) {
+                const TxPacket& p = pkts[idx[j]];
+                const uint32_t len = uint32_t(p.hdr_len) + p.payload_len;
+                if (count > 0) {
+                    if (!gso_ || p.peer != p0.peer || p.ect != p0.ect || len > seg || count >= kMaxGsoSegs ||
+                        total + len > kMaxGsoBytes)
+                        break;
+                }
+                tx_iov_[niov++] = iovec{const_cast<uint8_t*>(p.hdr), p.hdr_len};
+                if (p.payload_len) tx_iov_[niov++] = iovec{const_cast<uint8_t*>(p.payload), p.payload_len};
+                ++count;
+                total += len;
+                ++j;
+                if (len < seg) break;
+            }
+            mmsghdr& m = tx_msg_[nmsg];
+            m.msg_len = 0;
+            msghdr& h = m.msg_hdr;
+            h.msg_name = &peers_[p0.peer];
+            h.msg_namelen = sizeof(sockaddr_in);
+            h.msg_iov = &tx_iov_[iov0];
+            h.msg_iovlen = niov - iov0;
+            h.msg_flags = 0;
+            tx_msg_first_[nmsg] = uint32_t(j - count);
+            tx_msg_count_[nmsg] = count;
+            uint8_t* ctrl = &tx_ctrl_[nmsg * kTxCtrl];
+            size_t clen = 0;
+            if (count > 1) {
+                cmsghdr* c = reinterpret_cast<cmsghdr*>(ctrl);
+                c->cmsg_level = SOL_UDP;
+                c->cmsg_type = UDP_SEGMENT;
+                c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                const uint16_t gs = uint16_t(seg);
+                std::memcpy(CMSG_DATA(c), &gs, sizeof gs);
+                clen += CMSG_SPACE(sizeof(uint16_t));
+            }
+            if (!p0.ect) {
+                cmsghdr* c = reinterpret_cast<cmsghdr*>(ctrl + clen);
+                c->cmsg_level = IPPROTO_IP;
+                c->cmsg_type = IP_TOS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                const int tos = 0;
+                std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
+                clen += CMSG_SPACE(sizeof(int));
+            }
+            h.msg_control = clen ? ctrl : nullptr;
+            h.msg_controllen = clen;
+            ++nmsg;
+        }
+        size_t done = 0;
+        while (done < nmsg) {
+            const int r = sendmmsg(fd, &tx_msg_[done], unsigned(nmsg - done), MSG_DONTWAIT);
+            ++st_.tx_syscalls;
+            if (r > 0) {
+                for (size_t m = done; m < done + size_t(r); ++m) {
+                    sent += tx_msg_count_[m];
+                    st_.tx_packets += tx_msg_count_[m];
+                    st_.tx_bytes += tx_msg_[m].msg_len;
+                    if (tx_msg_count_[m] > 1) ++st_.tx_gso_sends;
+                }
+                done += size_t(r);
+                continue;
+            }
+            const int e = errno;
+            if (e == EINTR) continue;
+            const size_t mf = tx_msg_first_[done];
+            if (is_wouldblock(e) || e == ENOBUFS) {
+                // Socket buffer full: the rest of this group waits for loss recovery or a retry.
+                size_t left = 0;
+                for (size_t m = done; m < nmsg; ++m) left += tx_msg_count_[m];
+                st_.tx_eagain += left;
+                drop_range(mf, cnt);
+                return;
+            }
+            if (tx_msg_count_[done] > 1 && (e == EINVAL || e == EIO || e == EMSGSIZE)) {
+                // The route refuses GSO (MTU below the segment, no checksum offload): fall back
+                // for good and resend from this message one datagram at a time.
+                last_error_ = fmt::format("UDP GSO send failed ({}), GSO disabled", errno_str(e));
+                gso_ = false;
+                j = mf;
+                break;
+            }
+            last_error_ = fmt::format("sendmmsg to {}: {}",
+                                      addr_str(peers_[pkts[idx[mf]].peer].sin_addr,
+                                               ntohs(peers_[pkts[idx[mf]].peer].sin_port)),
+                                      errno_str(e));
+            drop_range(mf, mf + tx_msg_count_[done]);
+            ++done;
+        }
+    }
+}
+
+void UdpPort::add_ready(uint32_t si) {
+    if (!in_ready_[si]) {
+        in_ready_[si] = 1;
+        ready_.push_back(si);
+    }
+}
+
+uint32_t UdpPort::peer_for_rx(const sockaddr_in& sa, const uint8_t* data, uint32_t len) {
+    const uint64_t k = key(sa);
+    if (k == last_key_) return last_peer_;
+    uint32_t h = kNoPeer;
+    if (auto it = peer_by_addr_.find(k); it != peer_by_addr_.end()) {
+        h = it->second;
+    } else {
+        if (len >= 16 && data[0] == 1) {
+            const uint32_t dst_conn = load_be32(data + 4);
+            if (auto c = peer_by_conn_.find(dst_conn); dst_conn != 0 && c != peer_by_conn_.end() &&
+                                                       peers_[c->second].sin_addr.s_addr == sa.sin_addr.s_addr) {
+                h = c->second;
+                peer_by_addr_.emplace(k, h);
+                ++st_.peers_learned;
+            }
+        }
+        if (h == kNoPeer) {
+            if (peers_.size() > kMaxPeers) return kNoPeer;
+            h = add_peer(sa);
+            ++st_.peers_created;
+        }
+    }
+    last_key_ = k;
+    last_peer_ = h;
+    return h;
+}
+
+size_t UdpPort::recv_sock(size_t si, size_t first, size_t vlen, size_t& produced) {
+    for (size_t b = first; b < first + vlen; ++b) {
+        msghdr& h = rx_msg_[b].msg_hdr;
+        h.msg_name = &rx_addr_[b];
+        h.msg_namelen = sizeof(sockaddr_in);
+        h.msg_iov = &rx_iov_[b];
+        h.msg_iovlen = 1;
+        h.msg_control = &rx_ctrl_[b * kRxCtrl];
+        h.msg_controllen = kRxCtrl;
+        h.msg_flags = 0;
+    }
+    const int r = recvmmsg(socks_[si].fd, &rx_msg_[first], unsigned(vlen), MSG_DONTWAIT, nullptr);
+    ++st_.rx_syscalls;
+    if (r <= 0) {
+        if (r < 0 && !is_wouldblock(errno) && errno != EINTR) ++st_.rx_errors;
+        return 0;
+    }
+    for (size_t b = first; b < first + size_t(r); ++b) {
+        msghdr& h = rx_msg_[b].msg_hdr;
+        const uint32_t len = rx_msg_[b].msg_len;
+        if (h.msg_flags & MSG_TRUNC) {
+            ++st_.rx_truncated;
+            continue;
+        }
+        uint8_t tos = 0;
+        uint32_t seg = 0;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
+                tos = *CMSG_DATA(c);
+            } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                int v = 0;
+                std::memcpy(&v, CMSG_DATA(c), sizeof v);
+                seg = uint32_t(v);
+            }
+        }
+        if (seg == 0 || seg >= len) seg = len;
+        if (seg > cfg_.max_datagram) {
+            st_.rx_truncated += len / seg + (len % seg != 0);
+            continue;
+        }
+        uint8_t* data = static_cast<uint8_t*>(rx_iov_[b].iov_base);
+        if (seg < len) ++st_.rx_gro_datagrams;
+        rx_desc_[rx_desc_n_++] = RxDesc{data, len, seg, peer_for_rx(rx_addr_[b], data, len),
+                                        socks_[si].local_path, uint8_t((tos & 3) == 3)};
+        produced += seg ? (len + seg - 1) / seg : 1;
+    }
+    return size_t(r);
+}
+
+size_t UdpPort::emit(RxPacket* out, size_t max) {
+    size_t n = 0;
+    while (n < max && rx_desc_pos_ < rx_desc_n_) {
+        const RxDesc& d = rx_desc_[rx_desc_pos_];
+        const uint32_t len = std::min(d.seg, d.len - rx_seg_off_);
+        RxPacket& p = out[n++];
+        p.data = d.data + rx_seg_off_;
+        p.len = len;
+        p.peer = d.peer;
+        p.local_path = d.local_path;
+        p.ce = d.ce;
+        st_.rx_bytes += len;
+        rx_seg_off_ += len;
+        if (rx_seg_off_ >= d.len) {
+            rx_seg_off_ = 0;
+            ++rx_desc_pos_;
+        }
+    }
+    st_.rx_packets += n;
+    return n;
+}
+
+size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
+    if (max == 0) return 0;
+    // Packets of GRO buffers left over from the previous call: those buffers are still
+    // referenced by nothing else, but the ones handed out just now must not be refilled.
+    if (rx_desc_pos_ < rx_desc_n_) return emit(out, max);
+    rx_desc_n_ = rx_desc_pos_ = 0;
+    rx_seg_off_ = 0;
+
+    // A socket that filled its batch is likely still readable, so skip epoll for it, but
+    // look again now and then so a busy socket cannot hide the others.
+    if (ready_.empty() || (++rx_calls_ & 15) == 0) wait(0);
+    size_t bufs = 0, produced = 0;
+    size_t kept = 0;
+    const size_t nready = ready_.size();
+    for (size_t r = 0; r < nready; ++r) {
+        const uint32_t si = ready_[r];
+        const size_t vlen = std::min(cfg_.rx_batch - bufs, max > produced ? max - produced : 0);
+        if (vlen == 0) {
+            ready_[kept++] = si;  // not looked at this time: still readable
+            continue;
+        }
+        const size_t got = recv_sock(si, bufs, vlen, produced);
+        bufs += got;
+        if (got == vlen) ready_[kept++] = si;
+        else in_ready_[si] = 0;
+    }
+    ready_.resize(kept);
+    // Rotate, so the socket served first changes from call to call.
+    if (kept > 1) std::rotate(ready_.begin(), ready_.begin() + 1, ready_.end());
+    return emit(out, max);
+}
+
+bool UdpPort::wait(uint64_t timeout_ns) {
+    if (!ready_.empty() && timeout_ns != 0) return true;
+    timespec ts{};
+    timespec* tp = &ts;
+    if (timeout_ns == UINT64_MAX) tp = nullptr;
+    else {
+        ts.tv_sec = time_t(timeout_ns / 1'000'000'000u);
+        ts.tv_nsec = long(timeout_ns % 1'000'000'000u);
+    }
+    const int r = epoll_pwait2(ep_, ep_events_.data(), int(ep_events_.size()), tp, nullptr);
+    ++st_.rx_syscalls;
+    if (r <= 0) return false;
+    for (int i = 0; i < r; ++i) {
+        const uint32_t tag = ep_events_[size_t(i)].data.u32;
+        if (tag == kWakeTag) {
+            uint64_t v;
+            [[maybe_unused]] ssize_t rd = read(wake_fd_, &v, sizeof v);
+        } else {
+            add_ready(tag);
+        }
+    }
+    return true;
+}
+
+void UdpPort::wake() {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = write(wake_fd_, &one, sizeof one);
+}
+
+}  // namespace mroce::udp
