@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// DpdkPort: mroce packet I/O over one ethdev port (any PMD: a NIC, net_ring,
+// net_memif, ...). TX turns engine TxPackets into Ethernet/IPv4/UDP frames
+// (header mbuf + zero-copy external-buffer payload segments); RX validates
+// frames and hands UDP payloads to the engine as RxPackets.
+//
+// Threading: each RX queue and each TX queue belongs to one lcore at a time;
+// different queues may be driven from different lcores without locks. The
+// burst calls never allocate, log, lock or make system calls.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mroce/dpdk/eal.hpp"
+#include "mroce/packet_io.hpp"
+#include "mroce/wire.hpp"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace mroce::dpdk {
+
+using MacAddr = std::array<uint8_t, 6>;
+
+// Host-order IPv4 address from dotted quad; throws DpdkError when malformed.
+uint32_t parse_ipv4(const std::string& s);
+std::string format_ipv4(uint32_t ip);
+MacAddr parse_mac(const std::string& s);
+
+// A peer reachable on this port. The peer handle the engine sees is the
+// index in PortConfig::neighbours.
+struct Neighbour {
+    uint32_t ip = 0;   // host order
+    MacAddr mac{};
+};
+
+// Every pool is sized here, never by DPDK defaults: a default-sized pool does
+// not fit a --no-huge EAL, and an undersized one fails later at queue setup
+// with an unhelpful error. DpdkPort checks the sizes against the queue
+// geometry and names the shortfall.
+struct PoolConfig {
+    uint32_t rx_mbufs = 0;    // >= rx_queues * (rx_desc + burst) + cache slack
+    uint32_t hdr_mbufs = 0;   // one per frame in flight: >= tx_queues * (tx_desc + burst)
+    uint32_t ext_mbufs = 0;   // one per <= 64 KiB payload segment in flight
+    uint32_t cache = 0;       // per-lcore cache of each pool (0: none)
+    uint16_t rx_data_room = 2048 + 128;  // incl. RTE_PKTMBUF_HEADROOM (128)
+};
+
+struct PortConfig {
+    uint16_t port_id = 0;
+    uint16_t rx_queues = 1;
+    uint16_t tx_queues = 1;
+    uint16_t rx_desc = 1024;
+    uint16_t tx_desc = 1024;
+    uint16_t burst = 32;          // max packets per rx_burst call (scratch/array sizing)
+    uint16_t mtu = 0;             // 0: keep the port's MTU; frames above the MTU are dropped on TX
+    uint32_t local_ip = 0;        // host order; RX drops frames to other addresses
+    bool local_mac_from_port = true;
+    MacAddr local_mac{};          // used when local_mac_from_port is false
+    uint16_t udp_port = wire::kDefaultUdpPort;  // destination port, both directions
+    // Source port = src_port_base + (entropy & src_port_mask): the ECMP
+    // entropy of the path, kept inside the ephemeral range.
+    uint16_t src_port_base = 49152;
+    uint16_t src_port_mask = 0x3fff;
+    uint8_t dscp = 0;
+    uint8_t ttl = 64;
+    // Static neighbour table, no ARP: the transport's peers are configured
+    // endpoints of one fabric (like RoCE GIDs), resolving them on the data path
+    // would put a slow, lossy, stateful protocol (and its timers and
+    // retransmits) in front of a loss-tolerant one, and a DPDK port has no
+    // kernel stack to answer ARP for us. A control plane fills this table.
+    std::vector<Neighbour> neighbours;
+    PoolConfig pools;
+    // Per-RX-slot scratch for frames that arrive in several segments (chained
+    // mbufs, e.g. net_ring carrying a TX chain): the UDP payload is copied
+    // there so the engine sees one contiguous datagram. Larger ones are dropped.
+    uint32_t max_rx_datagram = wire::kMaxHeaderLen + wire::kMaxPayload;
+    bool use_hw_cksum = true;     // use checksum offloads when the port advertises them
+    bool promiscuous = false;
+    int socket = -1;              // pools' NUMA socket; -1: the port's (or the caller's)
+};
+
+// Per queue counters, summed by DpdkPort::stats().
+struct PortStats {
+    uint64_t rx_packets = 0;       // handed to the engine
+    uint64_t rx_bytes = 0;         // UDP payload bytes handed to the engine
+    uint64_t rx_ce = 0;
+    uint64_t rx_linearized = 0;    // multi-segment frames copied into scratch
+    uint64_t rx_not_ipv4 = 0;      // EtherType not IPv4 or IP version != 4
+    uint64_t rx_not_udp = 0;
+    uint64_t rx_wrong_port = 0;    // UDP destination port not ours
+    uint64_t rx_wrong_dst = 0;     // IPv4 destination not local_ip
+    uint64_t rx_bad_length = 0;    // truncated, or IPv4/UDP lengths contradict the frame
+    uint64_t rx_bad_cksum = 0;     // IPv4 header checksum (or offload-reported L3/L4) bad
+    uint64_t rx_fragment = 0;      // IPv4 fragments (mroce never fragments)
+    uint64_t rx_unknown_peer = 0;  // source address not in the neighbour table
+    uint64_t rx_too_big = 0;       // multi-segment datagram above max_rx_datagram
+    uint64_t tx_packets = 0;       // taken by the PMD
+    uint64_t tx_bytes = 0;         // UDP payload bytes (mroce header + payload) taken
+    uint64_t tx_bad_peer = 0;      // peer handle outside the neighbour table: dropped
+    uint64_t tx_bad_len = 0;       // hdr_len > 72 or frame above MTU: dropped
+    uint64_t tx_no_mbuf = 0;       // bursts refused for lack of mbufs
+    uint64_t tx_ring_full = 0;     // packets the PMD did not take (caller may retry)
+
+    uint64_t rx_dropped() const noexcept {
+        return rx_not_ipv4 + rx_not_udp + rx_wrong_port + rx_wrong_dst + rx_bad_length +
+               rx_bad_cksum + rx_fragment + rx_unknown_peer + rx_too_big;
+    }
+    PortStats& operator+=(const PortStats& o) noexcept;
+};
+
+// Offloads in use after configuration.
+struct PortCaps {
+    bool tx_ip_cksum = false;
+    bool tx_udp_cksum = false;
+    bool tx_multi_seg = false;   // advertised; chains are sent regardless (see port.cpp)
+    bool rx_ip_cksum = false;
+    bool rx_udp_cksum = false;
+    bool iova_va = false;        // payload IOVA = VA (false: physical NICs cannot DMA payloads)
+    uint16_t mtu = 0;
+    std::string driver;
+};
+
+struct PoolUsage {
+    unsigned rx = 0, hdr = 0, ext = 0;   // rte_mempool_in_use_count of each pool
+    bool operator==(const PoolUsage&) const = default;
+};
+
+class DpdkPort {
+public:
+    // Configures, sets up the queues and starts the port; throws DpdkError.
+    explicit DpdkPort(const PortConfig& cfg);
+    // Stops the port and frees the pools. Every mbuf of this port must be back
+    // in its pool by then: with net_ring the peer port holds our TX mbufs
+    // until it has received and released them.
+    ~DpdkPort();
+    DpdkPort(const DpdkPort&) = delete;
+    DpdkPort& operator=(const DpdkPort&) = delete;
+
+    // Builds and sends frames for pkts[0, n). Returns how many were consumed:
+    // sent, or dropped and counted as invalid (bad peer, oversize). pkts[ret, n)
+    // were not taken (TX ring full or mbufs exhausted) and may be passed again.
+    // Payloads are attached, not copied: they must stay unchanged until the
+    // PMD has freed the mbufs (the engine keeps them until the op completes).
+    size_t tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexcept;
+
+    // Receives up to min(max, cfg.burst) valid datagrams. out[i].data points
+    // into an mbuf or into this queue's scratch and stays valid until
+    // rx_release(queue) (or the next rx_burst on the queue, which releases first).
+    size_t rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept;
+    void rx_release(uint16_t queue) noexcept;
+
+    uint16_t port_id() const noexcept { return cfg_.port_id; }
+    const PortConfig& config() const noexcept { return cfg_; }
+    const PortCaps& caps() const noexcept { return caps_; }
+    MacAddr mac() const noexcept { return mac_; }
+    PortStats stats() const noexcept;
+    PortStats rx_queue_stats(uint16_t q) const noexcept;
+    PortStats tx_queue_stats(uint16_t q) const noexcept;
+    void reset_stats() noexcept;
+    PoolUsage pool_usage() const noexcept;
+    rte_mempool* rx_pool() const noexcept { return rx_pool_; }
+    // Peer handle for a host-order source address, or UINT32_MAX.
+    uint32_t peer_of(uint32_t ip) const noexcept;
+
+    // Minimum pool sizes for a queue geometry (used to validate PoolConfig).
+    static PoolConfig min_pools(const PortConfig& cfg);
+
+    struct RxQueue;
+    struct TxQueue;
+
+private:
+    void build_templates();
+    void build_peer_index();
+
+    PortConfig cfg_;
+    PortCaps caps_;
+    MacAddr mac_{};
+    rte_mempool* rx_pool_ = nullptr;
+    rte_mempool* hdr_pool_ = nullptr;
+    rte_mempool* ext_pool_ = nullptr;
+    bool started_ = false;
+    std::vector<std::unique_ptr<RxQueue>> rxq_;
+    std::vector<std::unique_ptr<TxQueue>> txq_;
+    struct alignas(64) HdrTemplate {
+        uint8_t bytes[64];   // Ethernet + IPv4 + UDP (42 B) for one neighbour
+    };
+    std::vector<HdrTemplate> tmpl_;
+    std::vector<uint32_t> peer_ip_;     // open-addressed: source IP -> ...
+    std::vector<uint32_t> peer_idx_;    // ... neighbour index (UINT32_MAX: empty)
+    uint32_t peer_mask_ = 0;
+};
+
+}  // namespace mroce::dpdk

@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+#include "mroce/dpdk/port.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <rte_byteorder.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_udp.h>
+
+namespace mroce::dpdk {
+namespace {
+
+constexpr size_t kEth = sizeof(rte_ether_hdr);     // 14
+constexpr size_t kIp = sizeof(rte_ipv4_hdr);       // 20
+constexpr size_t kUdp = sizeof(rte_udp_hdr);       // 8
+constexpr size_t kL2L4 = kEth + kIp + kUdp;        // 42
+constexpr size_t kHdrRoom = 128;                   // >= kL2L4 + wire::kMaxHeaderLen (114)
+// An external buffer length is 16-bit: longer payloads become several segments.
+constexpr uint32_t kExtSegMax = 65535;
+// TX works in chunks so the per-call arrays are fixed-size members, not allocations.
+constexpr size_t kTxChunk = 64;
+constexpr size_t kTxExtMax = 2 * kTxChunk;
+constexpr uint32_t kNoPeer = UINT32_MAX;
+constexpr uint8_t kEctMask = 0x3;
+constexpr uint8_t kEct0 = 0x2;
+constexpr uint8_t kCe = 0x3;
+
+// The payload belongs to the engine's registered memory: freeing the mbuf
+// must not free it.
+void noop_free(void*, void*) {}
+
+inline uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline uint32_t be32(const uint8_t* p) {
+    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+
+std::string err_name(int rc) {
+    const int e = rc < 0 ? -rc : rc;
+    return fmt::format("{} ({})", rte_strerror(e), e);
+}
+
+}  // namespace
+
+struct alignas(64) DpdkPort::RxQueue {
+    uint16_t id = 0;
+    uint16_t held = 0;
+    uint32_t slot = 0;
+    std::vector<rte_mbuf*> rx;       // burst
+    std::vector<rte_mbuf*> keep;     // handed to the engine, freed by rx_release
+    std::vector<rte_mbuf*> drop;
+    std::vector<uint8_t> scratch;    // burst * slot
+    PortStats st;
+};
+
+struct alignas(64) DpdkPort::TxQueue {
+    uint16_t id = 0;
+    rte_mbuf* hdr[kTxChunk];
+    rte_mbuf* ext[kTxExtMax];
+    uint16_t src[kTxChunk];          // index in the caller's chunk of each built frame
+    uint8_t valid[kTxChunk];
+    PortStats st;
+};
+
+PortStats& PortStats::operator+=(const PortStats& o) noexcept {
+    rx_packets += o.rx_packets; rx_bytes += o.rx_bytes; rx_ce += o.rx_ce;
+    rx_linearized += o.rx_linearized; rx_not_ipv4 += o.rx_not_ipv4; rx_not_udp += o.rx_not_udp;
+    rx_wrong_port += o.rx_wrong_port; rx_wrong_dst += o.rx_wrong_dst;
+    rx_bad_length += o.rx_bad_length; rx_bad_cksum += o.rx_bad_cksum;
+    rx_fragment += o.rx_fragment; rx_unknown_peer += o.rx_unknown_peer; rx_too_big += o.rx_too_big;
+    tx_packets += o.tx_packets; tx_bytes += o.tx_bytes; tx_bad_peer += o.tx_bad_peer;
+    tx_bad_len += o.tx_bad_len; tx_no_mbuf += o.tx_no_mbuf; tx_ring_full += o.tx_ring_full;
+    return *this;
+}
+
+uint32_t parse_ipv4(const std::string& s) {
+    unsigned a, b, c, d;
+    char tail;
+    if (std::sscanf(s.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 || b > 255 ||
+        c > 255 || d > 255)
+        throw DpdkError(fmt::format("bad IPv4 address '{}'", s));
+    return a << 24 | b << 16 | c << 8 | d;
+}
+
+std::string format_ipv4(uint32_t ip) {
+    return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+MacAddr parse_mac(const std::string& s) {
+    unsigned v[6];
+    char tail;
+    if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
+        throw DpdkError(fmt::format("bad MAC address '{}'", s));
+    MacAddr m;
+    for (int i = 0; i < 6; ++i) {
+        if (v[i] > 255) throw DpdkError(fmt::format("bad MAC address '{}'", s));
+        m[i] = uint8_t(v[i]);
+    }
+    return m;
+}
+
+PoolConfig DpdkPort::min_pools(const PortConfig& c) {
+    PoolConfig p = c.pools;
+    // A per-lcore cache can strand up to 1.5x its size per lcore; count one lcore's worth.
+    const uint32_t slack = c.pools.cache * 3 / 2;
+    p.rx_mbufs = uint32_t(c.rx_queues) * (c.rx_desc + c.burst) + slack;
+    p.hdr_mbufs = uint32_t(c.tx_queues) * (c.tx_desc + kTxChunk) + slack;
+    p.ext_mbufs = uint32_t(c.tx_queues) * (c.tx_desc + kTxExtMax) + slack;
+    return p;
+}
+
+DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
+    const uint16_t port = cfg.port_id;
+    if (!eal_initialised()) throw DpdkError("DpdkPort: the EAL is not initialised (call eal_init first)");
+    if (!rte_eth_dev_is_valid_port(port))
+        throw DpdkError(fmt::format("DpdkPort: port {} does not exist ({} ports available)", port,
+                                    rte_eth_dev_count_avail()));
+    if (cfg.rx_queues == 0 || cfg.tx_queues == 0)
+        throw DpdkError("DpdkPort: rx_queues and tx_queues must be >= 1");
+    if (cfg.burst == 0 || cfg.burst > 1024) throw DpdkError("DpdkPort: burst must be in [1, 1024]");
+    if (cfg.neighbours.size() >= kNoPeer) throw DpdkError("DpdkPort: neighbour table too large");
+
+    rte_eth_dev_info info{};
+    if (int rc = rte_eth_dev_info_get(port, &info); rc != 0)
+        throw DpdkError(fmt::format("rte_eth_dev_info_get(port {}): {}", port, err_name(rc)));
+    caps_.driver = info.driver_name ? info.driver_name : "?";
+    if (cfg.rx_queues > info.max_rx_queues || cfg.tx_queues > info.max_tx_queues)
+        throw DpdkError(fmt::format("DpdkPort: port {} ({}) supports {} RX / {} TX queues, {} / {} requested",
+                                    port, caps_.driver, info.max_rx_queues, info.max_tx_queues,
+                                    cfg.rx_queues, cfg.tx_queues));
+    if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &cfg_.rx_desc, &cfg_.tx_desc); rc != 0)
+        throw DpdkError(fmt::format("rte_eth_dev_adjust_nb_rx_tx_desc(port {}): {}", port, err_name(rc)));
+
+    const PoolConfig need = min_pools(cfg_);
+    const PoolConfig& have = cfg.pools;
+    if (have.rx_mbufs < need.rx_mbufs || have.hdr_mbufs < need.hdr_mbufs || have.ext_mbufs < need.ext_mbufs)
+        throw DpdkError(fmt::format(
+            "DpdkPort: pools too small for {} RX x {} desc / {} TX x {} desc, burst {}, cache {}: "
+            "rx_mbufs {} (need {}), hdr_mbufs {} (need {}), ext_mbufs {} (need {})",
+            cfg.rx_queues, cfg_.rx_desc, cfg.tx_queues, cfg_.tx_desc, cfg.burst, have.cache, have.rx_mbufs,
+            need.rx_mbufs, have.hdr_mbufs, need.hdr_mbufs, have.ext_mbufs, need.ext_mbufs));
+    if (have.cache > RTE_MEMPOOL_CACHE_MAX_SIZE)
+        throw DpdkError(fmt::format("DpdkPort: pool cache {} above RTE_MEMPOOL_CACHE_MAX_SIZE {}", have.cache,
+                                    RTE_MEMPOOL_CACHE_MAX_SIZE));
+    if (have.rx_data_room <= RTE_PKTMBUF_HEADROOM)
+        throw DpdkError(fmt::format("DpdkPort: rx_data_room {} leaves no room after the {} B headroom",
+                                    have.rx_data_room, RTE_PKTMBUF_HEADROOM));
+
+    int socket = cfg.socket;
+    if (socket < 0) socket = rte_eth_dev_socket_id(port);
+    if (socket < 0) socket = int(rte_socket_id());
+    auto make_pool = [&](const char* tag, uint32_t n, uint16_t priv, uint16_t room) {
+        const std::string name = fmt::format("mroce_{}_{}", tag, port);
+        rte_mempool* mp = rte_pktmbuf_pool_create(name.c_str(), n, have.cache, priv, room, socket);
+        if (!mp)
+            throw DpdkError(fmt::format("rte_pktmbuf_pool_create({}, {} mbufs x {} B room, socket {}): {}", name,
+                                        n, room, socket, rte_strerror(rte_errno)));
+        return mp;
+    };
+    try {
+        rx_pool_ = make_pool("rx", have.rx_mbufs, 0, have.rx_data_room);
+        hdr_pool_ = make_pool("hd", have.hdr_mbufs, 0, RTE_PKTMBUF_HEADROOM + kHdrRoom);
+        // Attach-only mbufs: no data room, the shared info lives in the private area
+        // (one per mbuf, so its refcount is never shared and never needs atomics).
+        ext_pool_ = make_pool("ex", have.ext_mbufs,
+                              RTE_ALIGN_CEIL(sizeof(rte_mbuf_ext_shared_info), RTE_MBUF_PRIV_ALIGN), 0);
+
+        const bool hw = cfg.use_hw_cksum;
+        caps_.tx_ip_cksum = hw && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM);
+        caps_.tx_udp_cksum = hw && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM);
+        caps_.tx_multi_seg = info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        caps_.rx_ip_cksum = hw && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM);
+        caps_.rx_udp_cksum = hw && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
+        // Payload segments carry the engine's virtual addresses; a device can DMA
+        // them only when IOVA = VA (physical NICs in PA mode would need the
+        // regions registered with rte_extmem_register + rte_dev_dma_map).
+        caps_.iova_va = rte_eal_iova_mode() == RTE_IOVA_VA;
+
+        rte_eth_conf conf{};
+        if (cfg.mtu) conf.rxmode.mtu = cfg.mtu;
+        if (caps_.rx_ip_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+        if (caps_.rx_udp_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+        if (caps_.tx_ip_cksum) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+        if (caps_.tx_udp_cksum) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+        // Header + payload chains need MULTI_SEGS on a NIC. Software PMDs such
+        // as net_ring pass mbufs through untouched and advertise nothing, so a
+        // missing capability is not fatal; it is reported in caps().
+        if (caps_.tx_multi_seg) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+        if (int rc = rte_eth_dev_configure(port, cfg.rx_queues, cfg.tx_queues, &conf); rc != 0)
+            throw DpdkError(fmt::format("rte_eth_dev_configure(port {} [{}], {} rx, {} tx, mtu {}): {}", port,
+                                        caps_.driver, cfg.rx_queues, cfg.tx_queues, cfg.mtu, err_name(rc)));
+        if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &cfg_.rx_desc, &cfg_.tx_desc); rc != 0)
+            throw DpdkError(fmt::format("rte_eth_dev_adjust_nb_rx_tx_desc(port {}): {}", port, err_name(rc)));
+
+        rte_eth_rxconf rxc = info.default_rxconf;
+        rxc.offloads = conf.rxmode.offloads;
+        for (uint16_t q = 0; q < cfg.rx_queues; ++q)
+            if (int rc = rte_eth_rx_queue_setup(port, q, cfg_.rx_desc, unsigned(socket), &rxc, rx_pool_); rc != 0)
+                throw DpdkError(fmt::format("rte_eth_rx_queue_setup(port {}, queue {}, {} desc): {}", port, q,
+                                            cfg_.rx_desc, err_name(rc)));
+        rte_eth_txconf txc = info.default_txconf;
+        txc.offloads = conf.txmode.offloads;
+        for (uint16_t q = 0; q < cfg.tx_queues; ++q)
+            if (int rc = rte_eth_tx_queue_setup(port, q, cfg_.tx_desc, unsigned(socket), &txc); rc != 0)
+                throw DpdkError(fmt::format("rte_eth_tx_queue_setup(port {}, queue {}, {} desc): {}", port, q,
+                                            cfg_.tx_desc, err_name(rc)));
+
+        if (cfg.local_mac_from_port) {
+            rte_ether_addr a{};
+            if (int rc = rte_eth_macaddr_get(port, &a); rc != 0)
+                throw DpdkError(fmt::format("rte_eth_macaddr_get(port {}): {}", port, err_name(rc)));
+            std::memcpy(mac_.data(), a.addr_bytes, 6);
+        } else {
+            mac_ = cfg.local_mac;
+        }
+        uint16_t mtu = 0;
+        if (rte_eth_dev_get_mtu(port, &mtu) != 0 || mtu == 0) mtu = cfg.mtu ? cfg.mtu : RTE_ETHER_MTU;
+        caps_.mtu = mtu;
+
+        for (uint16_t q = 0; q < cfg.rx_queues; ++q) {
+            auto r = std::make_unique<RxQueue>();
+            r->id = q;
+            r->slot = RTE_ALIGN_CEIL(cfg.max_rx_datagram, 64u);
+            r->rx.resize(cfg.burst);
+            r->keep.resize(cfg.burst);
+            r->drop.resize(cfg.burst);
+            r->scratch.resize(size_t(cfg.burst) * r->slot);
+            rxq_.push_back(std::move(r));
+        }
+        for (uint16_t q = 0; q < cfg.tx_queues; ++q) {
+            auto t = std::make_unique<TxQueue>();
+            t->id = q;
+            txq_.push_back(std::move(t));
+        }
+        build_templates();
+        build_peer_index();
+
+        if (int rc = rte_eth_dev_start(port); rc != 0)
+            throw DpdkError(fmt::format("rte_eth_dev_start(port {} [{}]): {}", port, caps_.driver, err_name(rc)));
+        started_ = true;
+        if (cfg.promiscuous) rte_eth_promiscuous_enable(port);
+    } catch (...) {
+        rte_mempool_free(rx_pool_);
+        rte_mempool_free(hdr_pool_);
+        rte_mempool_free(ext_pool_);
+        throw;
+    }
+}
+
+DpdkPort::~DpdkPort() {
+    for (uint16_t q = 0; q < rxq_.size(); ++q) rx_release(q);
+    if (started_) rte_eth_dev_stop(cfg_.port_id);
+    // Closing releases the queues, and with them the RX mbufs a NIC keeps posted.
+    rte_eth_dev_close(cfg_.port_id);
+    const PoolUsage u = pool_usage();
+    if (u.hdr || u.ext) {
+        // Our TX frames are still referenced elsewhere (the peer's RX ring with
+        // net_ring/memif); freeing the pools would leave those dangling.
+        std::fprintf(stderr, "mroce dpdk: port %u destroyed with %u header / %u payload mbufs still in use; "
+                     "leaking its pools\n", cfg_.port_id, u.hdr, u.ext);
+        return;
+    }
+    rte_mempool_free(rx_pool_);
+    rte_mempool_free(hdr_pool_);
+    rte_mempool_free(ext_pool_);
+}
+
+void DpdkPort::build_templates() {
+    tmpl_.assign(cfg_.neighbours.size(), HdrTemplate{});
+    for (size_t i = 0; i < cfg_.neighbours.size(); ++i) {
+        uint8_t* b = tmpl_[i].bytes;
+        auto* eth = reinterpret_cast<rte_ether_hdr*>(b);
+        std::memcpy(eth->dst_addr.addr_bytes, cfg_.neighbours[i].mac.data(), 6);
+        std::memcpy(eth->src_addr.addr_bytes, mac_.data(), 6);
+        eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+        auto* ip = reinterpret_cast<rte_ipv4_hdr*>(b + kEth);
+        ip->version_ihl = RTE_IPV4_VHL_DEF;
+        ip->type_of_service = uint8_t(cfg_.dscp << 2);
+        // DF with a constant ID (RFC 6864: atomic datagrams need no unique ID).
+        ip->packet_id = 0;
+        ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+        ip->time_to_live = cfg_.ttl;
+        ip->next_proto_id = IPPROTO_UDP;
+        ip->src_addr = rte_cpu_to_be_32(cfg_.local_ip);
+        ip->dst_addr = rte_cpu_to_be_32(cfg_.neighbours[i].ip);
+        auto* udp = reinterpret_cast<rte_udp_hdr*>(b + kEth + kIp);
+        udp->dst_port = rte_cpu_to_be_16(cfg_.udp_port);
+        udp->dgram_cksum = 0;   // IPv4 allows none; the Ethernet FCS covers the frame
+    }
+}
+
+void DpdkPort::build_peer_index() {
+    uint32_t size = 16;
+    while (size < 2 * cfg_.neighbours.size()) size <<= 1;
+    peer_mask_ = size - 1;
+    peer_ip_.assign(size, 0);
+    peer_idx_.assign(size, kNoPeer);
+    for (uint32_t i = 0; i < cfg_.neighbours.size(); ++i) {
+        const uint32_t ip = cfg_.neighbours[i].ip;
+        uint32_t h = (ip * 2654435761u) & peer_mask_;
+        while (peer_idx_[h] != kNoPeer) {
+            if (peer_ip_[h] == ip)
+                throw DpdkError(fmt::format("DpdkPort: neighbour {} listed twice (entries {} and {})",
+                                            format_ipv4(ip), peer_idx_[h], i));
+            h = (h + 1) & peer_mask_;
+        }
+        peer_ip_[h] = ip;
+        peer_idx_[h] = i;
+    }
+}
+
+uint32_t DpdkPort::peer_of(uint32_t ip) const noexcept {
+    uint32_t h = (ip * 2654435761u) & peer_mask_;
+    while (peer_idx_[h] != kNoPeer) {
+        if (peer_ip_[h] == ip) return peer_idx_[h];
+        h = (h + 1) & peer_mask_;
+    }
+    return kNoPeer;
+}
+
+size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexcept {
+    TxQueue& tq = *txq_[queue];
+    PortStats& st = tq.st;
+    const uint32_t max_l3 = caps_.mtu;
+    const size_t npeers = tmpl_.size();
+    const uint16_t port = cfg_.port_id;
+    uint64_t ol = 0;
+    if (caps_.tx_ip_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+    if (caps_.tx_udp_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
+    const rte_iova_t bad_iova = RTE_BAD_IOVA;
+
+    size_t done = 0;
+    while (done < n) {
+        const TxPacket* chunk = pkts + done;
+        const size_t want = std::min(n - done, kTxChunk);
+        size_t take = 0, nhdr = 0;
+        uint32_t nseg = 0;
+        for (; take < want; ++take) {
+            const TxPacket& p = chunk[take];
+            const uint32_t l3 = uint32_t(kIp + kUdp) + p.hdr_len + p.payload_len;
+            const bool ok = p.peer < npeers && p.hdr_len <= wire::kMaxHeaderLen && l3 <= max_l3 &&
+                            (p.payload_len == 0 || p.payload != nullptr);
+            const uint32_t segs = ok ? (p.payload_len + kExtSegMax - 1) / kExtSegMax : 0;
+            if (nseg + segs > kTxExtMax) break;
+            tq.valid[take] = ok;
+            nseg += segs;
+            nhdr += ok;
+        }
+        if (nhdr && rte_pktmbuf_alloc_bulk(hdr_pool_, tq.hdr, unsigned(nhdr)) != 0) {
+            ++st.tx_no_mbuf;
+            return done;
+        }
+        if (nseg && rte_pktmbuf_alloc_bulk(ext_pool_, tq.ext, nseg) != 0) {
+            rte_pktmbuf_free_bulk(tq.hdr, unsigned(nhdr));
+            ++st.tx_no_mbuf;
+            return done;
+        }
+
+        size_t h = 0, e = 0;
+        for (size_t i = 0; i < take; ++i) {
+            if (!tq.valid[i]) continue;
+            const TxPacket& p = chunk[i];
+            rte_mbuf* m = tq.hdr[h];
+            tq.src[h++] = uint16_t(i);
+            uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+            std::memcpy(d, tmpl_[p.peer].bytes, kL2L4);
+            auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + kEth);
+            auto* udp = reinterpret_cast<rte_udp_hdr*>(d + kEth + kIp);
+            const uint32_t l4 = uint32_t(kUdp) + p.hdr_len + p.payload_len;
+            ip->type_of_service = uint8_t(ip->type_of_service | (p.ect ? kEct0 : 0));
+            ip->total_length = rte_cpu_to_be_16(uint16_t(kIp + l4));
+            udp->src_port = rte_cpu_to_be_16(uint16_t(cfg_.src_port_base + (p.entropy & cfg_.src_port_mask)));
+            udp->dgram_len = rte_cpu_to_be_16(uint16_t(l4));
+            std::memcpy(d + kL2L4, p.hdr, p.hdr_len);
+            m->data_len = uint16_t(kL2L4 + p.hdr_len);
+            m->pkt_len = uint32_t(kL2L4) + p.hdr_len + p.payload_len;
+            m->ol_flags = ol;
+            m->l2_len = kEth;
+            m->l3_len = kIp;
+            if (!caps_.tx_ip_cksum) ip->hdr_checksum = rte_ipv4_cksum(ip);
+            if (caps_.tx_udp_cksum) udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, ol);
+
+            rte_mbuf* tail = m;
+            uint16_t segs = 1;
+            for (uint32_t off = 0; off < p.payload_len; off += kExtSegMax) {
+                const uint16_t len = uint16_t(std::min(kExtSegMax, p.payload_len - off));
+                rte_mbuf* x = tq.ext[e++];
+                auto* sh = static_cast<rte_mbuf_ext_shared_info*>(rte_mbuf_to_priv(x));
+                sh->free_cb = noop_free;
+                sh->fcb_opaque = nullptr;
+                rte_mbuf_ext_refcnt_set(sh, 1);
+                void* va = const_cast<uint8_t*>(p.payload + off);
+                rte_pktmbuf_attach_extbuf(x, va, caps_.iova_va ? rte_iova_t(uintptr_t(va)) : bad_iova, len, sh);
+                x->data_len = len;
+                tail->next = x;
+                tail = x;
+                ++segs;
+            }
+            m->nb_segs = segs;
+        }
+
+        const uint16_t sent = nhdr ? rte_eth_tx_burst(port, queue, tq.hdr, uint16_t(nhdr)) : 0;
+        size_t consumed = take;
+        if (sent < nhdr) {
+            rte_pktmbuf_free_bulk(tq.hdr + sent, unsigned(nhdr - sent));
+            st.tx_ring_full += nhdr - sent;
+            consumed = tq.src[sent];
+        }
+        for (size_t i = 0; i < consumed; ++i) {
+            if (tq.valid[i]) continue;
+            const TxPacket& p = chunk[i];
+            if (p.peer >= npeers) ++st.tx_bad_peer;
+            else ++st.tx_bad_len;
+        }
+        for (size_t j = 0; j < sent; ++j) {
+            const TxPacket& p = chunk[tq.src[j]];
+            st.tx_bytes += p.hdr_len + p.payload_len;
+        }
+        st.tx_packets += sent;
+        done += consumed;
+        if (consumed < take) break;
+    }
+    return done;
+}
+
+size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
+    RxQueue& rq = *rxq_[queue];
+    if (rq.held) rx_release(queue);
+    PortStats& st = rq.st;
+    const uint16_t want = uint16_t(std::min<size_t>(max, cfg_.burst));
+    const uint16_t nb = rte_eth_rx_burst(cfg_.port_id, queue, rq.rx.data(), want);
+    size_t k = 0, nd = 0;
+    for (uint16_t i = 0; i < nb; ++i) {
+        rte_mbuf* m = rq.rx[i];
+        const uint32_t plen = m->pkt_len;
+        // Headers up to the largest IPv4 header; copied only if the first segment is shorter.
+        uint8_t hbuf[kEth + 60 + kUdp];
+        const uint8_t* f = plen >= kL2L4
+            ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, std::min<uint32_t>(plen, sizeof hbuf), hbuf))
+            : nullptr;
+        const uint8_t* ip = f ? f + kEth : nullptr;
+        const uint32_t ihl = ip ? (ip[0] & 0xfu) * 4u : 0;
+        const uint16_t tot = ip ? be16(ip + 2) : 0;
+        const uint64_t ipck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+        uint32_t peer = kNoPeer;
+        const uint8_t* udp = nullptr;
+        if (!f) {
+            if (m->data_len >= kEth && be16(rte_pktmbuf_mtod(m, const uint8_t*) + 12) != RTE_ETHER_TYPE_IPV4)
+                ++st.rx_not_ipv4;
+            else
+                ++st.rx_bad_length;
+        } else if (be16(f + 12) != RTE_ETHER_TYPE_IPV4 || (ip[0] >> 4) != 4) {
+            ++st.rx_not_ipv4;
+        } else if (ihl < kIp || tot < ihl + kUdp || kEth + tot > plen) {
+            ++st.rx_bad_length;
+        } else if (ipck == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
+                   (ipck != RTE_MBUF_F_RX_IP_CKSUM_GOOD && rte_raw_cksum(ip, ihl) != 0xffff)) {
+            ++st.rx_bad_cksum;
+        } else if (be16(ip + 6) & (RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) {
+            ++st.rx_fragment;
+        } else if (ip[9] != IPPROTO_UDP) {
+            ++st.rx_not_udp;
+        } else if (be32(ip + 16) != cfg_.local_ip) {
+            ++st.rx_wrong_dst;
+        } else if (udp = ip + ihl; be16(udp + 2) != cfg_.udp_port) {
+            ++st.rx_wrong_port;
+        } else if (be16(udp + 4) < kUdp || be16(udp + 4) > tot - ihl) {
+            ++st.rx_bad_length;
+        } else if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
+            ++st.rx_bad_cksum;
+        } else if ((peer = peer_of(be32(ip + 12))) == kNoPeer) {
+            ++st.rx_unknown_peer;
+        } else {
+            const uint32_t off = uint32_t(kEth) + ihl + uint32_t(kUdp);
+            const uint32_t dlen = be16(udp + 4) - uint32_t(kUdp);
+            const uint8_t* data = nullptr;
+            if (m->data_len >= off + dlen) {
+                data = rte_pktmbuf_mtod_offset(m, const uint8_t*, off);
+            } else if (dlen <= rq.slot) {
+                // Chained frame: the engine parses one contiguous datagram, so copy it
+                // into this slot's scratch (NIC RX with MTU-sized buffers never gets here).
+                data = static_cast<const uint8_t*>(
+                    rte_pktmbuf_read(m, off, dlen, rq.scratch.data() + size_t(k) * rq.slot));
+                ++st.rx_linearized;
+            } else {
+                ++st.rx_too_big;
+            }
+            if (data) {
+                const uint8_t ce = (ip[1] & kEctMask) == kCe;
+                RxPacket& r = out[k];
+                r.data = data;
+                r.len = dlen;
+                r.peer = peer;
+                r.local_path = queue;
+                r.ce = ce;
+                st.rx_ce += ce;
+                st.rx_bytes += dlen;
+                rq.keep[k++] = m;
+                continue;
+            }
+        }
+        rq.drop[nd++] = m;
+    }
+    if (nd) rte_pktmbuf_free_bulk(rq.drop.data(), unsigned(nd));
+    rq.held = uint16_t(k);
+    st.rx_packets += k;
+    return k;
+}
+
+void DpdkPort::rx_release(uint16_t queue) noexcept {
+    RxQueue& rq = *rxq_[queue];
+    if (rq.held) rte_pktmbuf_free_bulk(rq.keep.data(), rq.held);
+    rq.held = 0;
+}
+
+PortStats DpdkPort::stats() const noexcept {
+    PortStats s;
+    for (const auto& q : rxq_) s += q->st;
+    for (const auto& q : txq_) s += q->st;
+    return s;
+}
+
+PortStats DpdkPort::rx_queue_stats(uint16_t q) const noexcept { return rxq_[q]->st; }
+PortStats DpdkPort::tx_queue_stats(uint16_t q) const noexcept { return txq_[q]->st; }
+
+void DpdkPort::reset_stats() noexcept {
+    for (auto& q : rxq_) q->st = {};
+    for (auto& q : txq_) q->st = {};
+}
+
+PoolUsage DpdkPort::pool_usage() const noexcept {
+    PoolUsage u;
+    if (rx_pool_) u.rx = rte_mempool_in_use_count(rx_pool_);
+    if (hdr_pool_) u.hdr = rte_mempool_in_use_count(hdr_pool_);
+    if (ext_pool_) u.ext = rte_mempool_in_use_count(ext_pool_);
+    return u;
+}
+
+}  // namespace mroce::dpdk

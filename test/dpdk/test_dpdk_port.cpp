@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// DpdkPort over two net_ring ports wired back to back through a test
+// "fabric": each direction is two rings (sender's TX ring -> fabric ->
+// receiver's RX ring), so a test can inspect, mark (CE), drop or inject
+// frames on the wire. One process, one EAL (initialised once, lazily).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <rte_udp.h>
+
+#include "mroce/dpdk/port.hpp"
+
+using namespace mroce;
+using namespace mroce::dpdk;
+
+namespace {
+
+constexpr uint16_t kQueues = 2;
+constexpr unsigned kRingSize = 1024;
+constexpr uint32_t kIpA = 0x0a000001;   // 10.0.0.1
+constexpr uint32_t kIpB = 0x0a000002;   // 10.0.0.2
+constexpr uint32_t kIpOther = 0x0a000009;
+
+struct Env {
+    // ring[dir][stage][queue]: dir 0 = A->B, 1 = B->A; stage 0 = sender TX, 1 = receiver RX.
+    rte_ring* ring[2][2][kQueues]{};
+    uint16_t pid_a = 0, pid_b = 0;
+    std::unique_ptr<DpdkPort> a, b;
+    rte_mempool* craft = nullptr;   // test-made frames
+
+    Env() {
+        EalConfig ec;
+        ec.program = "mroce-test-dpdk";
+        ec.args = {"-l", "0", "--no-huge", "--no-pci", "-m", "256",
+                   "--file-prefix", fmt::format("mroce-test-{}", ::getpid()), "--log-level", "lib.eal:warning"};
+        eal_init(ec);
+        for (int d = 0; d < 2; ++d)
+            for (int s = 0; s < 2; ++s)
+                for (uint16_t q = 0; q < kQueues; ++q) {
+                    const std::string n = fmt::format("t_r{}{}{}", d, s, q);
+                    ring[d][s][q] = rte_ring_create(n.c_str(), kRingSize, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+                    if (!ring[d][s][q]) throw DpdkError("rte_ring_create " + n + ": " + rte_strerror(rte_errno));
+                }
+        const int pa = rte_eth_from_rings("t_port_a", ring[1][1], kQueues, ring[0][0], kQueues, 0);
+        const int pb = rte_eth_from_rings("t_port_b", ring[0][1], kQueues, ring[1][0], kQueues, 0);
+        if (pa < 0 || pb < 0) throw DpdkError(std::string("rte_eth_from_rings: ") + rte_strerror(rte_errno));
+        pid_a = uint16_t(pa);
+        pid_b = uint16_t(pb);
+        rte_ether_addr ma{}, mb{};
+        rte_eth_macaddr_get(pid_a, &ma);
+        rte_eth_macaddr_get(pid_b, &mb);
+        MacAddr mac_a, mac_b;
+        std::memcpy(mac_a.data(), ma.addr_bytes, 6);
+        std::memcpy(mac_b.data(), mb.addr_bytes, 6);
+
+        PortConfig c;
+        c.rx_queues = c.tx_queues = kQueues;
+        c.rx_desc = c.tx_desc = 512;
+        c.burst = 32;
+        c.mtu = 9000;
+        c.pools.cache = 32;
+        PortConfig ca = c, cb = c;
+        ca.port_id = pid_a;
+        ca.local_ip = kIpA;
+        // B deliberately at index 1, so peer handles are checked as indices.
+        ca.neighbours = {{kIpOther, parse_mac("02:00:00:00:00:09")}, {kIpB, mac_b}};
+        cb.port_id = pid_b;
+        cb.local_ip = kIpB;
+        cb.neighbours = {{kIpA, mac_a}};
+        for (PortConfig* p : {&ca, &cb}) {
+            const PoolConfig need = DpdkPort::min_pools(*p);
+            p->pools.rx_mbufs = need.rx_mbufs;
+            p->pools.hdr_mbufs = need.hdr_mbufs;
+            p->pools.ext_mbufs = need.ext_mbufs;
+        }
+        a = std::make_unique<DpdkPort>(ca);
+        b = std::make_unique<DpdkPort>(cb);
+        craft = rte_pktmbuf_pool_create("t_craft", 256, 0, 0, 2048 + RTE_PKTMBUF_HEADROOM, 0);
+        if (!craft) throw DpdkError(std::string("craft pool: ") + rte_strerror(rte_errno));
+    }
+    ~Env() {
+        drain_all();
+        a.reset();
+        b.reset();
+        rte_mempool_free(craft);
+        for (auto& d : ring)
+            for (auto& s : d)
+                for (auto* r : s) rte_ring_free(r);
+        eal_cleanup();
+    }
+    void drain_all() {
+        rte_mbuf* m[64];
+        for (auto& d : ring)
+            for (auto& s : d)
+                for (auto* r : s)
+                    while (unsigned n = rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 64, nullptr))
+                        rte_pktmbuf_free_bulk(m, n);
+        for (uint16_t q = 0; q < kQueues; ++q) {
+            a->rx_release(q);
+            b->rx_release(q);
+        }
+    }
+    // Moves frames of one direction/queue across the fabric; f may edit them.
+    size_t fabric(int dir, uint16_t q, const std::function<void(rte_mbuf*)>& f = {}) {
+        rte_mbuf* m[64];
+        size_t total = 0;
+        while (unsigned n = rte_ring_dequeue_burst(ring[dir][0][q], reinterpret_cast<void**>(m), 64, nullptr)) {
+            if (f)
+                for (unsigned i = 0; i < n; ++i) f(m[i]);
+            const unsigned e = rte_ring_enqueue_burst(ring[dir][1][q], reinterpret_cast<void**>(m), n, nullptr);
+            REQUIRE(e == n);
+            total += n;
+        }
+        return total;
+    }
+    void inject(int dir, uint16_t q, rte_mbuf* m) {
+        REQUIRE(rte_ring_enqueue(ring[dir][1][q], m) == 0);
+    }
+};
+
+Env& env() {
+    static Env e;
+    return e;
+}
+
+// Checks that every mbuf taken during a test is back in its pool.
+struct LeakGuard {
+    PoolUsage a0, b0;
+    unsigned c0;
+    LeakGuard() : a0(env().a->pool_usage()), b0(env().b->pool_usage()), c0(rte_mempool_in_use_count(env().craft)) {
+        env().a->reset_stats();
+        env().b->reset_stats();
+    }
+    ~LeakGuard() {
+        env().drain_all();
+        const PoolUsage a1 = env().a->pool_usage(), b1 = env().b->pool_usage();
+        CHECK(a1.rx == a0.rx);
+        CHECK(a1.hdr == a0.hdr);
+        CHECK(a1.ext == a0.ext);
+        CHECK(b1.rx == b0.rx);
+        CHECK(b1.hdr == b0.hdr);
+        CHECK(b1.ext == b0.ext);
+        CHECK(rte_mempool_in_use_count(env().craft) == c0);
+    }
+};
+
+TxPacket make_pkt(uint32_t peer, uint16_t entropy, const uint8_t* payload, uint32_t len, uint8_t seed,
+                  uint16_t hdr_len = 72) {
+    TxPacket p;
+    p.peer = peer;
+    p.path = entropy % 4;
+    p.entropy = entropy;
+    p.hdr_len = hdr_len;
+    for (uint16_t i = 0; i < hdr_len; ++i) p.hdr[i] = uint8_t(seed * 31 + i);
+    p.payload = payload;
+    p.payload_len = len;
+    p.ect = 1;
+    return p;
+}
+
+const rte_ipv4_hdr* ip_of(rte_mbuf* m) { return rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, 14); }
+
+// A valid frame A -> B with a UDP payload of `len` bytes, single segment, then edited by f.
+rte_mbuf* craft_frame(uint32_t len, const std::function<void(uint8_t*, rte_mbuf*)>& f = {}) {
+    rte_mbuf* m = rte_pktmbuf_alloc(env().craft);
+    REQUIRE(m);
+    const uint32_t frame = 42 + len;
+    uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(frame)));
+    REQUIRE(d);
+    std::memset(d, 0, frame);
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + 14);
+    ip->version_ihl = RTE_IPV4_VHL_DEF;
+    ip->total_length = rte_cpu_to_be_16(uint16_t(28 + len));
+    ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    ip->time_to_live = 64;
+    ip->next_proto_id = IPPROTO_UDP;
+    ip->src_addr = rte_cpu_to_be_32(kIpA);
+    ip->dst_addr = rte_cpu_to_be_32(kIpB);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(d + 34);
+    udp->src_port = rte_cpu_to_be_16(50000);
+    udp->dst_port = rte_cpu_to_be_16(wire::kDefaultUdpPort);
+    udp->dgram_len = rte_cpu_to_be_16(uint16_t(8 + len));
+    for (uint32_t i = 0; i < len; ++i) d[42 + i] = uint8_t(i);
+    if (f) f(d, m);
+    // Checksum last so the edits above are tested for their own effect, not as checksum errors.
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    return m;
+}
+
+void send_all(DpdkPort& p, uint16_t q, const std::vector<TxPacket>& v) {
+    REQUIRE(p.tx_burst(q, v.data(), v.size()) == v.size());
+}
+
+}  // namespace
+
+TEST_CASE("dpdk: ports come up with explicit pools and report their offloads", "[dpdk]") {
+    Env& e = env();
+    INFO("driver " << e.a->caps().driver << " mtu " << e.a->caps().mtu);
+    CHECK(e.a->caps().mtu == 9000);
+    CHECK(e.a->caps().iova_va);
+    CHECK(e.a->peer_of(kIpB) == 1);
+    CHECK(e.b->peer_of(kIpA) == 0);
+    CHECK(e.b->peer_of(kIpOther) == UINT32_MAX);
+    // Undersized pools are refused with a message naming the shortfall.
+    PortConfig bad = e.a->config();
+    bad.pools.hdr_mbufs = 10;
+    try {
+        DpdkPort p(bad);
+        FAIL("undersized pool accepted");
+    } catch (const DpdkError& err) {
+        CHECK_THAT(err.what(), Catch::Contains("hdr_mbufs 10 (need"));
+    }
+}
+
+TEST_CASE("dpdk: bursts of 64 B and 4 KiB payloads arrive byte-exact, zero-copy on TX", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    const uint32_t len = GENERATE(0u, 64u, 4096u, 8900u);
+    const uint16_t q = GENERATE(uint16_t(0), uint16_t(1));
+    constexpr size_t kBurst = 32;
+    std::vector<uint8_t> mem(kBurst * len + 1);
+    std::mt19937 rng(len + q);
+    for (auto& x : mem) x = uint8_t(rng());
+    std::vector<TxPacket> tx;
+    for (size_t i = 0; i < kBurst; ++i)
+        tx.push_back(make_pkt(1, uint16_t(100 + i), len ? mem.data() + i * len : nullptr, len, uint8_t(i)));
+    send_all(*e.a, q, tx);
+    CHECK(e.a->stats().tx_packets == kBurst);
+
+    size_t seen = 0;
+    e.fabric(0, q, [&](rte_mbuf* m) {
+        // On the wire: Ethernet/IPv4/UDP built from the template, payload attached, not copied.
+        const size_t i = seen++;
+        const auto* ip = ip_of(m);
+        const auto* udp = reinterpret_cast<const rte_udp_hdr*>(ip + 1);
+        CHECK(rte_be_to_cpu_32(ip->src_addr) == kIpA);
+        CHECK(rte_be_to_cpu_32(ip->dst_addr) == kIpB);
+        CHECK((ip->type_of_service & 3) == 2);  // ECT(0)
+        CHECK(rte_raw_cksum(ip, 20) == 0xffff);
+        CHECK(rte_be_to_cpu_16(ip->total_length) == 28 + 72 + len);
+        CHECK(rte_be_to_cpu_16(udp->src_port) == 49152 + 100 + i);
+        CHECK(rte_be_to_cpu_16(udp->dst_port) == wire::kDefaultUdpPort);
+        CHECK(rte_be_to_cpu_16(udp->dgram_len) == 8 + 72 + len);
+        CHECK(m->pkt_len == 42 + 72 + len);
+        if (len) {
+            REQUIRE(m->nb_segs == 2);
+            CHECK(RTE_MBUF_HAS_EXTBUF(m->next));
+            CHECK(rte_pktmbuf_mtod(m->next, const uint8_t*) == mem.data() + i * len);
+        } else {
+            CHECK(m->nb_segs == 1);
+        }
+    });
+    CHECK(seen == kBurst);
+
+    RxPacket rx[64];
+    const size_t n = e.b->rx_burst(q, rx, 64);
+    REQUIRE(n == kBurst);
+    for (size_t i = 0; i < n; ++i) {
+        REQUIRE(rx[i].len == 72 + len);
+        CHECK(rx[i].peer == 0);
+        CHECK(rx[i].ce == 0);
+        CHECK(rx[i].local_path == q);
+        CHECK(std::memcmp(rx[i].data, tx[i].hdr, 72) == 0);
+        if (len) CHECK(std::memcmp(rx[i].data + 72, mem.data() + i * len, len) == 0);
+    }
+    e.b->rx_release(q);
+    const PortStats s = e.b->stats();
+    CHECK(s.rx_packets == kBurst);
+    CHECK(s.rx_bytes == kBurst * (72 + len));
+    CHECK(s.rx_dropped() == 0);
+    // net_ring hands over the TX chain as is: RX linearises it into scratch.
+    CHECK(s.rx_linearized == (len ? kBurst : 0));
+}
+
+TEST_CASE("dpdk: single-segment frames are handed over in place", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    rte_mbuf* m = craft_frame(200);
+    e.inject(0, 0, m);
+    RxPacket rx[4];
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+    CHECK(rx[0].data == rte_pktmbuf_mtod_offset(m, const uint8_t*, 42));
+    CHECK(rx[0].len == 200);
+    CHECK(e.b->stats().rx_linearized == 0);
+    e.b->rx_release(0);
+}
+
+TEST_CASE("dpdk: ECT(0) on request, Not-ECT otherwise, CE reported", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    uint8_t payload[64] = {1, 2, 3};
+    std::vector<TxPacket> tx;
+    for (int i = 0; i < 8; ++i) {
+        tx.push_back(make_pkt(0, 7, payload, 64, uint8_t(i)));
+        tx.back().peer = 1;
+        tx.back().ect = uint8_t(i % 2);
+    }
+    send_all(*e.a, 0, tx);
+    int idx = 0;
+    e.fabric(0, 0, [&](rte_mbuf* m) {
+        auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, 14);
+        const int i = idx++;
+        CHECK((ip->type_of_service & 3) == (i % 2 ? 2 : 0));
+        // A switch marks CE on ECT packets 1 and 5 (editing TOS + checksum as it would).
+        if (i == 1 || i == 5) {
+            ip->type_of_service |= 3;
+            ip->hdr_checksum = 0;
+            ip->hdr_checksum = rte_ipv4_cksum(ip);
+        }
+    });
+    RxPacket rx[16];
+    REQUIRE(e.b->rx_burst(0, rx, 16) == 8);
+    for (int i = 0; i < 8; ++i) CHECK(rx[i].ce == (i == 1 || i == 5 ? 1 : 0));
+    CHECK(e.b->stats().rx_ce == 2);
+    e.b->rx_release(0);
+}
+
+TEST_CASE("dpdk: DSCP from config combines with ECN bits", "[dpdk]") {
+    // DSCP lives in the per-neighbour template; exercised through a second
+    // port object would need another ethdev, so check the template path via TOS.
+    Env& e = env();
+    LeakGuard guard;
+    TxPacket p = make_pkt(1, 3, nullptr, 0, 1);
+    REQUIRE(e.a->tx_burst(1, &p, 1) == 1);
+    e.fabric(0, 1, [&](rte_mbuf* m) { CHECK(ip_of(m)->type_of_service == ((e.a->config().dscp << 2) | 2)); });
+}
+
+TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    using F = std::function<void(uint8_t*, rte_mbuf*)>;
+    auto ip = [](uint8_t* d) { return reinterpret_cast<rte_ipv4_hdr*>(d + 14); };
+    auto udp = [](uint8_t* d) { return reinterpret_cast<rte_udp_hdr*>(d + 34); };
+    struct Case {
+        const char* name;
+        F edit;
+        uint64_t PortStats::*counter;
+    };
+    const std::vector<Case> cases = {
+        {"arp", [](uint8_t* d, rte_mbuf*) { d[12] = 0x08; d[13] = 0x06; }, &PortStats::rx_not_ipv4},
+        {"ipv6 ethertype", [](uint8_t* d, rte_mbuf*) { d[12] = 0x86; d[13] = 0xdd; }, &PortStats::rx_not_ipv4},
+        {"ip version 6", [&](uint8_t* d, rte_mbuf*) { ip(d)->version_ihl = 0x65; }, &PortStats::rx_not_ipv4},
+        {"tcp", [&](uint8_t* d, rte_mbuf*) { ip(d)->next_proto_id = IPPROTO_TCP; }, &PortStats::rx_not_udp},
+        {"wrong port", [&](uint8_t* d, rte_mbuf*) { udp(d)->dst_port = rte_cpu_to_be_16(4791); },
+         &PortStats::rx_wrong_port},
+        {"wrong dst", [&](uint8_t* d, rte_mbuf*) { ip(d)->dst_addr = rte_cpu_to_be_32(kIpOther); },
+         &PortStats::rx_wrong_dst},
+        {"unknown src", [&](uint8_t* d, rte_mbuf*) { ip(d)->src_addr = rte_cpu_to_be_32(kIpOther); },
+         &PortStats::rx_unknown_peer},
+        {"ip len beyond frame", [&](uint8_t* d, rte_mbuf*) { ip(d)->total_length = rte_cpu_to_be_16(28 + 101); },
+         &PortStats::rx_bad_length},
+        {"ip len below udp", [&](uint8_t* d, rte_mbuf*) { ip(d)->total_length = rte_cpu_to_be_16(24); },
+         &PortStats::rx_bad_length},
+        {"ihl < 5", [&](uint8_t* d, rte_mbuf*) { ip(d)->version_ihl = 0x44; }, &PortStats::rx_bad_length},
+        {"udp len beyond ip", [&](uint8_t* d, rte_mbuf*) { udp(d)->dgram_len = rte_cpu_to_be_16(8 + 101); },
+         &PortStats::rx_bad_length},
+        {"udp len < 8", [&](uint8_t* d, rte_mbuf*) { udp(d)->dgram_len = rte_cpu_to_be_16(7); },
+         &PortStats::rx_bad_length},
+        {"truncated frame", [](uint8_t*, rte_mbuf* m) { rte_pktmbuf_trim(m, 30); }, &PortStats::rx_bad_length},
+        {"fragment (MF)", [&](uint8_t* d, rte_mbuf*) { ip(d)->fragment_offset = rte_cpu_to_be_16(0x2000); },
+         &PortStats::rx_fragment},
+        {"fragment (offset)", [&](uint8_t* d, rte_mbuf*) { ip(d)->fragment_offset = rte_cpu_to_be_16(0x0010); },
+         &PortStats::rx_fragment},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        e.b->reset_stats();
+        e.inject(0, 0, craft_frame(100, c.edit));
+        e.inject(0, 0, craft_frame(100));   // a good one behind it still arrives
+        RxPacket rx[4];
+        REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+        CHECK(rx[0].len == 100);
+        e.b->rx_release(0);
+        const PortStats s = e.b->stats();
+        CHECK(s.*(c.counter) == 1);
+        CHECK(s.rx_dropped() == 1);
+    }
+    SECTION("bad IPv4 checksum") {
+        e.b->reset_stats();
+        rte_mbuf* m = craft_frame(100);
+        rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, 14)->hdr_checksum ^= 0x0101;
+        e.inject(0, 0, m);
+        RxPacket rx[4];
+        CHECK(e.b->rx_burst(0, rx, 4) == 0);
+        CHECK(e.b->stats().rx_bad_cksum == 1);
+    }
+    SECTION("runt frames") {
+        e.b->reset_stats();
+        for (uint16_t len : {0, 10, 14, 41}) {
+            rte_mbuf* m = rte_pktmbuf_alloc(e.craft);
+            REQUIRE(m);
+            auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, len));
+            if (len) std::memset(d, 0, len);
+            if (len >= 14) d[12] = 0x08;   // IPv4 EtherType, too short for IPv4+UDP
+            e.inject(0, 0, m);
+        }
+        RxPacket rx[8];
+        CHECK(e.b->rx_burst(0, rx, 8) == 0);
+        CHECK(e.b->stats().rx_bad_length == 4);
+    }
+    SECTION("IPv4 options are skipped") {
+        e.b->reset_stats();
+        rte_mbuf* m = rte_pktmbuf_alloc(e.craft);
+        auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 46 + 20));
+        rte_mbuf* tmpl = craft_frame(20);
+        std::memcpy(d, rte_pktmbuf_mtod(tmpl, uint8_t*), 34);
+        std::memset(d + 34, 1, 4);   // 4 bytes of NOP options
+        std::memcpy(d + 38, rte_pktmbuf_mtod_offset(tmpl, uint8_t*, 34), 28);
+        rte_pktmbuf_free(tmpl);
+        auto* iph = reinterpret_cast<rte_ipv4_hdr*>(d + 14);
+        iph->version_ihl = 0x46;
+        iph->total_length = rte_cpu_to_be_16(24 + 8 + 20);
+        iph->hdr_checksum = 0;
+        iph->hdr_checksum = rte_ipv4_cksum(iph);
+        e.inject(0, 0, m);
+        RxPacket rx[2];
+        REQUIRE(e.b->rx_burst(0, rx, 2) == 1);
+        CHECK(rx[0].len == 20);
+        CHECK(rx[0].data[5] == 5);
+        e.b->rx_release(0);
+    }
+    SECTION("Ethernet padding beyond the IP length is ignored") {
+        e.b->reset_stats();
+        rte_mbuf* m = craft_frame(4);
+        std::memset(rte_pktmbuf_append(m, 14), 0xee, 14);
+        e.inject(0, 0, m);
+        RxPacket rx[2];
+        REQUIRE(e.b->rx_burst(0, rx, 2) == 1);
+        CHECK(rx[0].len == 4);
+        e.b->rx_release(0);
+    }
+}
+
+TEST_CASE("dpdk: invalid TxPackets are consumed and counted, never sent", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    static uint8_t big[9000];
+    std::vector<TxPacket> tx = {
+        make_pkt(1, 1, big, 10, 1),
+        make_pkt(2, 1, big, 10, 2),              // no such neighbour
+        make_pkt(1, 1, big, 9000, 3),            // 9000 + 72 + 28 > MTU 9000
+        make_pkt(1, 1, big, 10, 4),
+    };
+    tx.push_back(make_pkt(1, 1, big, 10, 5));
+    tx.back().hdr_len = 73;                      // beyond kMaxHeaderLen
+    tx.push_back(make_pkt(1, 1, nullptr, 10, 6)); // payload length without a pointer
+    REQUIRE(e.a->tx_burst(0, tx.data(), tx.size()) == tx.size());
+    const PortStats s = e.a->stats();
+    CHECK(s.tx_packets == 2);
+    CHECK(s.tx_bad_peer == 1);
+    CHECK(s.tx_bad_len == 3);
+    CHECK(e.fabric(0, 0) == 2);
+}
+
+TEST_CASE("dpdk: a full TX ring returns the packets not taken, for retry", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    static uint8_t payload[4096];
+    std::vector<TxPacket> tx;
+    for (int i = 0; i < 1500; ++i) tx.push_back(make_pkt(1, uint16_t(i), payload, 4096, uint8_t(i)));
+    const size_t first = e.a->tx_burst(0, tx.data(), tx.size());
+    CHECK(first == kRingSize - 1);   // an rte_ring holds size - 1
+    CHECK(e.a->stats().tx_ring_full > 0);
+    REQUIRE(e.fabric(0, 0) == first);
+    // The frames sit in B's RX ring holding A's mbufs until B receives them.
+    RxPacket rx[32];
+    size_t got = 0;
+    while (size_t n = e.b->rx_burst(0, rx, 32)) {
+        for (size_t i = 0; i < n; ++i) CHECK(std::memcmp(rx[i].data, tx[got + i].hdr, 72) == 0);
+        got += n;
+    }
+    e.b->rx_release(0);
+    CHECK(got == first);
+    const size_t second = e.a->tx_burst(0, tx.data() + first, tx.size() - first);
+    CHECK(second == tx.size() - first);
+    CHECK(e.a->stats().tx_packets == tx.size());
+    CHECK(e.a->stats().tx_no_mbuf == 0);
+    REQUIRE(e.fabric(0, 0) == second);
+    while (size_t n = e.b->rx_burst(0, rx, 32)) {
+        for (size_t i = 0; i < n; ++i) CHECK(std::memcmp(rx[i].data, tx[got + i].hdr, 72) == 0);
+        got += n;
+    }
+    CHECK(got == tx.size());
+}
+
+TEST_CASE("dpdk: mbuf exhaustion refuses the burst without leaking", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    static uint8_t payload[64];
+    std::vector<TxPacket> tx;
+    for (int i = 0; i < 1000; ++i) tx.push_back(make_pkt(1, uint16_t(i), payload, 64, uint8_t(i)));
+    // Fill queue 0's ring, move it to B, and fill queue 1's: more than the pools hold.
+    size_t sent = e.a->tx_burst(0, tx.data(), tx.size());
+    e.fabric(0, 0);
+    sent += e.a->tx_burst(1, tx.data(), tx.size());
+    CHECK(sent < 2 * tx.size());
+    CHECK(e.a->stats().tx_no_mbuf >= 1);
+}
+
+TEST_CASE("dpdk: both directions at once, peer handles per side", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    std::vector<uint8_t> mem(64 * 64);
+    for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i * 7);
+    for (int round = 0; round < 50; ++round) {
+        std::vector<TxPacket> ab, ba;
+        for (int i = 0; i < 16; ++i) {
+            ab.push_back(make_pkt(1, uint16_t(i), mem.data() + i * 64, 64, uint8_t(round + i)));
+            ba.push_back(make_pkt(0, uint16_t(i), mem.data() + i * 64, 64, uint8_t(round - i)));
+        }
+        send_all(*e.a, 1, ab);
+        send_all(*e.b, 1, ba);
+        e.fabric(0, 1);
+        e.fabric(1, 1);
+        RxPacket rx[32];
+        REQUIRE(e.b->rx_burst(1, rx, 32) == 16);
+        for (int i = 0; i < 16; ++i) {
+            CHECK(rx[i].peer == 0);
+            CHECK(std::memcmp(rx[i].data, ab[i].hdr, 72) == 0);
+        }
+        REQUIRE(e.a->rx_burst(1, rx, 32) == 16);
+        for (int i = 0; i < 16; ++i) {
+            CHECK(rx[i].peer == 1);
+            CHECK(std::memcmp(rx[i].data + 72, mem.data() + i * 64, 64) == 0);
+        }
+        // No explicit rx_release: the next rx_burst releases the previous burst.
+    }
+}
