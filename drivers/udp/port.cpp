@@ -503,13 +503,18 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
     const size_t nready = ready_.size();
     for (size_t r = 0; r < nready; ++r) {
         const uint32_t si = ready_[r];
-        const size_t vlen = std::min(cfg_.rx_batch - bufs, max > produced ? max - produced : 0);
+        // With GRO one buffer carries many packets: ask for about as many buffers as the
+        // caller can take packets, so the ring's cache footprint follows the burst size.
+        const size_t want = max > produced ? (max - produced + segs_hint_ - 1) / segs_hint_ : 0;
+        const size_t vlen = std::min(cfg_.rx_batch - bufs, want);
         if (vlen == 0) {
             ready_[kept++] = si;  // not looked at this time: still readable
             continue;
         }
+        const size_t before = produced;
         const size_t got = recv_sock(si, bufs, vlen, produced);
         bufs += got;
+        if (got) segs_hint_ = std::max<size_t>(1, (produced - before) / got);
         if (got == vlen) ready_[kept++] = si;
         else in_ready_[si] = 0;
     }

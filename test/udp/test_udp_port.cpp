@@ -22,6 +22,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "mroce/engine.hpp"
 #include "mroce/udp/loop.hpp"
 #include "mroce/udp/port.hpp"
 
@@ -535,6 +536,8 @@ struct EchoEngine {
     }
     Time next_deadline(Time now) const { return now + deadline_after; }
 };
+static_assert(PacketEngine<EchoEngine>);
+static_assert(PacketEngine<mroce::Engine>);  // the real engine plugs into EngineLoop unchanged
 
 double cpu_seconds() {
     rusage ru{};

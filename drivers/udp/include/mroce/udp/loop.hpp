@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 
@@ -60,9 +61,15 @@ private:
     uint64_t blocks_ = 0;
 };
 
-// Eng needs: rx_burst(const RxPacket*, size_t, Time), size_t tx_burst(TxPacket*, size_t, Time),
-// Time next_deadline(Time) (mroce::Engine has them).
-template <class Eng>
+// What EngineLoop needs of an engine (mroce::Engine, or a stand-in in tests).
+template <class E>
+concept PacketEngine = requires(E& e, const E& ce, const RxPacket* rx, TxPacket* tx, size_t n, Time t) {
+    e.rx_burst(rx, n, t);
+    { e.tx_burst(tx, n, t) } -> std::convertible_to<size_t>;
+    { ce.next_deadline(t) } -> std::convertible_to<Time>;
+};
+
+template <PacketEngine Eng>
 class EngineLoop {
 public:
     static constexpr size_t kBurst = 64;

@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// mroce-udp-ceiling: what plain UDP sockets on this host can do, the baseline
+// mroce-perf over the UDP driver is compared with. A sender and a receiver
+// process (forked, or started separately with --server/--client) move bulk
+// datagrams with sendmmsg/recvmmsg, with UDP GSO/GRO, and through the mroce
+// UdpPort itself (header + payload iovecs); a ping-pong mode gives the
+// round-trip latency of an 8-byte datagram.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mroce/udp/loop.hpp"
+#include "mroce/udp/port.hpp"
+
+namespace {
+
+using mroce::Time;
+using mroce::udp::monotonic_ns;
+
+enum class Variant { mmsg, gso, driver, driver_gso };
+const char* name(Variant v) {
+    switch (v) {
+    case Variant::mmsg: return "mmsg";
+    case Variant::gso: return "gso+gro";
+    case Variant::driver: return "driver";
+    case Variant::driver_gso: return "driver+gso+gro";
+    }
+    return "?";
+}
+
+struct Opts {
+    std::string mode = "all";  // bw, lat, all
+    std::vector<Variant> variants{Variant::mmsg, Variant::gso, Variant::driver, Variant::driver_gso};
+    std::vector<uint32_t> sizes{4096, 8192};
+    uint32_t batch = 32;       // datagrams per sendmmsg/recvmmsg (packets per send_burst)
+    uint32_t gso_batch = 4;    // 64 KB GSO messages per sendmmsg
+    uint32_t paths = 4;        // driver variants: packets spread over this many source ports
+    double seconds = 2.0;
+    uint16_t port = 47100;
+    bool pin = true;
+    int role = 0;              // 0: fork both, 1: server only, 2: client only
+    uint32_t lat_iters = 50000;
+    bool lat_spin = false;
+    bool lat_driver = false;   // ping-pong through UdpPort and its adaptive idle policy
+    uint32_t spin_us = 50;     // IdlePolicy::spin_ns for the driver ping-pong
+};
+
+struct Result {
+    uint64_t bytes = 0, pkts = 0, calls = 0, aux = 0;
+    double secs = 0;
+};
+
+[[noreturn]] void die(const std::string& what) {
+    fmt::print(stderr, "mroce-udp-ceiling: {}\n", what);
+    std::exit(1);
+}
+[[noreturn]] void die_errno(const std::string& what) { die(fmt::format("{}: {}", what, std::strerror(errno))); }
+
+void pin_to(int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof s, &s);
+}
+
+sockaddr_in loopback(uint16_t port) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(port);
+    return sa;
+}
+
+int udp_socket(uint16_t bind_port, int rcvtimeo_ms) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) die_errno("socket");
+    int buf = 8 << 20;  // as the driver's default: a small queue just measures drops
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    buf = 4 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    if (rcvtimeo_ms > 0) {
+        timeval tv{rcvtimeo_ms / 1000, (rcvtimeo_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    sockaddr_in sa = loopback(bind_port);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0)
+        die_errno(fmt::format("bind 127.0.0.1:{}", bind_port));
+    return fd;
+}
+
+uint32_t gso_segs(uint32_t size) { return std::max<uint32_t>(1, std::min<uint32_t>(64, 65507 / size)); }
+
+// ---------------------------------------------------------------- bulk receive
+// Measured from the first datagram to the last one within `seconds`; stops early once the
+// sender has gone quiet (SO_RCVTIMEO) after traffic started.
+Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
+    const bool gro = v == Variant::gso;
+    int fd = udp_socket(o.port, 300);
+    int one = 1;
+    if (gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) < 0) die_errno("setsockopt(UDP_GRO)");
+    const size_t nb = gro ? 8 : o.batch;
+    const size_t bsz = gro ? 65536 : size;
+    std::vector<uint8_t> mem(nb * bsz);
+    std::vector<mmsghdr> msg(nb);
+    std::vector<iovec> iov(nb);
+    std::vector<std::array<uint8_t, 64>> ctrl(nb);
+    if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
+    Result r;
+    Time first = 0, last = 0, idle_since = monotonic_ns();
+    for (;;) {
+        for (size_t i = 0; i < nb; ++i) {
+            iov[i] = iovec{mem.data() + i * bsz, bsz};
+            msg[i].msg_hdr = msghdr{nullptr, 0, &iov[i], 1, ctrl[i].data(), ctrl[i].size(), 0};
+        }
+        const int n = recvmmsg(fd, msg.data(), unsigned(nb), MSG_WAITFORONE, nullptr);
+        const Time now = monotonic_ns();
+        if (n <= 0) {
+            if (first || now - idle_since > 10'000'000'000ull) break;
+            continue;
+        }
+        if (!first) first = now;
+        ++r.calls;
+        for (int i = 0; i < n; ++i) {
+            const uint32_t len = msg[size_t(i)].msg_len;
+            uint32_t seg = len;
+            msghdr& h = msg[size_t(i)].msg_hdr;
+            for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+                if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                    int s;
+                    std::memcpy(&s, CMSG_DATA(c), sizeof s);
+                    seg = uint32_t(s);
+                }
+            r.bytes += len;
+            r.pkts += seg ? (len + seg - 1) / seg : 1;
+            if (seg < len) ++r.aux;
+        }
+        last = now;
+        if (double(now - first) * 1e-9 >= o.seconds) break;
+    }
+    r.secs = double(last - first) * 1e-9;
+    close(fd);
+    return r;
+}
+
+Result rx_driver(const Opts& o, Variant v, int ready_fd) {
+    mroce::udp::UdpConfig c;
+    c.listen_port = o.port;
+    c.path_port_base = uint16_t(o.port + 1);
+    c.path_port_span = 1;
+    c.gro = v == Variant::driver_gso;
+    mroce::udp::UdpPort port(c);
+    if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
+    std::vector<mroce::RxPacket> rx(64);
+    Result r;
+    Time first = 0, last = 0;
+    const Time t0 = monotonic_ns();
+    for (;;) {
+        const size_t n = port.recv_burst(rx.data(), rx.size());
+        const Time now = monotonic_ns();
+        if (n == 0) {
+            if (!port.wait(300'000'000) && (first || now - t0 > 10'000'000'000ull)) break;
+            continue;
+        }
+        if (!first) first = now;
+        for (size_t i = 0; i < n; ++i) r.bytes += rx[i].len;
+        r.pkts += n;
+        last = now;
+        if (double(now - first) * 1e-9 >= o.seconds) break;
+    }
+    r.secs = double(last - first) * 1e-9;
+    r.calls = port.stats().rx_syscalls;
+    r.aux = port.stats().rx_gro_datagrams;
+    return r;
+}
+
+// ---------------------------------------------------------------- bulk send
+// Sends for `seconds` plus a margin, so the receiver's window is full throughout.
+Result tx_raw(const Opts& o, Variant v, uint32_t size) {
+    const bool gso = v == Variant::gso;
+    int fd = udp_socket(0, 0);
+    sockaddr_in to = loopback(o.port);
+    const uint32_t segs = gso ? gso_segs(size) : 1;
+    const size_t nm = gso ? o.gso_batch : o.batch;
+    std::vector<uint8_t> mem(size_t(segs) * size * nm);
+    for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i);
+    std::vector<mmsghdr> msg(nm);
+    std::vector<iovec> iov(nm);
+    alignas(cmsghdr) uint8_t ctrl[CMSG_SPACE(sizeof(uint16_t))] = {};
+    if (gso) {
+        cmsghdr* c = reinterpret_cast<cmsghdr*>(ctrl);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t gs = uint16_t(size);
+        std::memcpy(CMSG_DATA(c), &gs, sizeof gs);
+    }
+    for (size_t i = 0; i < nm; ++i) {
+        iov[i] = iovec{mem.data() + i * segs * size, size_t(segs) * size};
+        msg[i].msg_hdr = msghdr{&to, sizeof to, &iov[i], 1, gso ? ctrl : nullptr, gso ? sizeof ctrl : 0, 0};
+    }
+    Result r;
+    const Time t0 = monotonic_ns(), end = t0 + Time((o.seconds + 0.5) * 1e9);
+    Time now = t0;
+    while (now < end) {
+        const int n = sendmmsg(fd, msg.data(), unsigned(nm), 0);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) continue;
+            die_errno("sendmmsg");
+        }
+        ++r.calls;
+        r.pkts += uint64_t(n) * segs;
+        r.bytes += uint64_t(n) * segs * size;
+        now = monotonic_ns();
+    }
+    r.secs = double(now - t0) * 1e-9;
+    close(fd);
+    return r;
+}
+
+Result tx_driver(const Opts& o, Variant v, uint32_t size) {
+    mroce::udp::UdpConfig c;
+    c.listen_port = uint16_t(o.port + 20);
+    c.path_port_base = uint16_t(o.port + 21);
+    c.path_port_span = uint16_t(std::max<uint32_t>(1, o.paths));
+    c.open_paths = c.path_port_span;
+    c.gso = v == Variant::driver_gso;
+    c.gro = false;
+    mroce::udp::UdpPort port(c);
+    const uint32_t peer = port.add_peer("127.0.0.1", o.port);
+    // Payload stays in one "registered" region; headers are per packet, as the engine emits them.
+    std::vector<uint8_t> region(size_t(size) * o.batch);
+    for (size_t i = 0; i < region.size(); ++i) region[i] = uint8_t(i * 13);
+    std::vector<mroce::TxPacket> tx(o.batch);
+    for (uint32_t i = 0; i < o.batch; ++i) {
+        mroce::TxPacket& t = tx[i];
+        t.peer = peer;
+        t.path = uint16_t(i % c.path_port_span);
+        t.entropy = t.path;
+        t.hdr_len = 72;
+        std::memset(t.hdr, 0x11, 72);
+        t.payload = region.data() + size_t(i) * size;
+        t.payload_len = size;
+    }
+    Result r;
+    const Time t0 = monotonic_ns(), end = t0 + Time((o.seconds + 0.5) * 1e9);
+    Time now = t0;
+    while (now < end) {
+        port.send_burst(tx.data(), tx.size());
+        now = monotonic_ns();
+    }
+    r.secs = double(now - t0) * 1e-9;
+    r.pkts = port.stats().tx_packets;
+    r.bytes = port.stats().tx_bytes;
+    r.calls = port.stats().tx_syscalls;
+    r.aux = port.stats().tx_errors;
+    return r;
+}
+
+// ---------------------------------------------------------------- ping-pong
+void lat_server(const Opts& o, int ready_fd) {
+    int fd = udp_socket(uint16_t(o.port + 40), o.lat_spin ? 0 : 3000);
+    if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
+    uint8_t buf[64];
+    Time last = monotonic_ns();
+    for (;;) {
+        sockaddr_in from{};
+        socklen_t fl = sizeof from;
+        const ssize_t n = recvfrom(fd, buf, sizeof buf, o.lat_spin ? MSG_DONTWAIT : 0,
+                                   reinterpret_cast<sockaddr*>(&from), &fl);
+        if (n < 0) {
+            if (o.lat_spin && errno == EAGAIN && monotonic_ns() - last < 3'000'000'000ull) continue;
+            break;
+        }
+        last = monotonic_ns();
+        if (n == 1 && buf[0] == 'q') break;
+        sendto(fd, buf, size_t(n), 0, reinterpret_cast<sockaddr*>(&from), fl);
+    }
+    close(fd);
+}
+
+void lat_client(const Opts& o) {
+    int fd = udp_socket(0, 2000);
+    sockaddr_in to = loopback(uint16_t(o.port + 40));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) < 0) die_errno("connect");
+    uint8_t msg[8] = {1, 2, 3, 4, 5, 6, 7, 8}, buf[64];
+    std::vector<double> rtt;
+    rtt.reserve(o.lat_iters);
+    const uint32_t warm = 1000;
+    for (uint32_t i = 0; i < o.lat_iters + warm; ++i) {
+        const Time t0 = monotonic_ns();
+        if (send(fd, msg, sizeof msg, 0) != ssize_t(sizeof msg)) die_errno("send");
+        ssize_t n;
+        if (o.lat_spin) {
+            while ((n = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) < 0 && errno == EAGAIN) {
+            }
+        } else {
+            n = recv(fd, buf, sizeof buf, 0);
+        }
+        if (n < 0) die_errno("recv (ping-pong reply lost?)");
+        const Time t1 = monotonic_ns();
+        if (i >= warm) rtt.push_back(double(t1 - t0) * 1e-3);
+    }
+    [[maybe_unused]] auto q = send(fd, "q", 1, 0);
+    std::sort(rtt.begin(), rtt.end());
+    auto pct = [&](double p) { return rtt[std::min(rtt.size() - 1, size_t(p * double(rtt.size())))]; };
+    fmt::print("ping-pong {:>5} 8 B  iters {:>6}  rtt us: p50 {:6.2f}  p99 {:6.2f}  p99.9 {:6.2f}  max {:7.1f}\n",
+               o.lat_spin ? "spin" : "block", rtt.size(), pct(0.50), pct(0.99), pct(0.999), rtt.back());
+    close(fd);
+}
+
+// Same exchange through UdpPort: send_burst/recv_burst, IdleWaiter spinning spin_us after the
+// last packet and then blocking in epoll (spin_us 0: always block).
+mroce::udp::UdpConfig lat_port_cfg(uint16_t listen) {
+    mroce::udp::UdpConfig c;
+    c.listen_port = listen;
+    c.path_port_base = uint16_t(listen + 1);
+    c.path_port_span = 1;
+    c.open_paths = 1;
+    return c;
+}
+
+mroce::TxPacket lat_pkt(uint32_t peer, const uint8_t* data, uint32_t len) {
+    mroce::TxPacket t;
+    t.peer = peer;
+    t.hdr_len = uint16_t(std::min<uint32_t>(len, 72));
+    std::memcpy(t.hdr, data, t.hdr_len);
+    return t;
+}
+
+void lat_driver_server(const Opts& o, int ready_fd) {
+    mroce::udp::UdpPort port(lat_port_cfg(uint16_t(o.port + 40)));
+    mroce::udp::IdleWaiter idle({Time(o.spin_us) * 1000, 100'000'000});
+    if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
+    mroce::RxPacket rx[64];
+    mroce::TxPacket tx[64];
+    Time last = monotonic_ns();
+    for (;;) {
+        const size_t n = port.recv_burst(rx, 64);
+        const Time now = monotonic_ns();
+        for (size_t i = 0; i < n; ++i) {
+            if (rx[i].len == 1 && rx[i].data[0] == 'q') return;
+            tx[i] = lat_pkt(rx[i].peer, rx[i].data, rx[i].len);
+        }
+        if (n) {
+            port.send_burst(tx, n);
+            last = now;
+        } else if (now - last > 3'000'000'000ull) {
+            return;
+        }
+        idle.idle(port, n > 0, now, now + 1'000'000'000);
+    }
+}
+
+void lat_driver_client(const Opts& o) {
+    mroce::udp::UdpPort port(lat_port_cfg(uint16_t(o.port + 60)));
+    mroce::udp::IdleWaiter idle({Time(o.spin_us) * 1000, 100'000'000});
+    const uint32_t peer = port.add_peer("127.0.0.1", uint16_t(o.port + 40));
+    const uint8_t msg[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    mroce::RxPacket rx[64];
+    std::vector<double> rtt;
+    rtt.reserve(o.lat_iters);
+    const uint32_t warm = 1000;
+    for (uint32_t i = 0; i < o.lat_iters + warm; ++i) {
+        const Time t0 = monotonic_ns();
+        mroce::TxPacket t = lat_pkt(peer, msg, sizeof msg);
+        if (port.send_burst(&t, 1) != 1) die("send_burst: " + port.last_error());
+        idle.idle(port, true, t0, UINT64_MAX);
+        for (;;) {
+            if (port.recv_burst(rx, 64)) break;
+            const Time now = monotonic_ns();
+            if (now - t0 > 2'000'000'000ull) die("ping-pong reply lost");
+            idle.idle(port, false, now, t0 + 2'000'000'000ull);
+        }
+        const Time t1 = monotonic_ns();
+        if (i >= warm) rtt.push_back(double(t1 - t0) * 1e-3);
+    }
+    mroce::TxPacket q = lat_pkt(peer, reinterpret_cast<const uint8_t*>("q"), 1);
+    port.send_burst(&q, 1);
+    std::sort(rtt.begin(), rtt.end());
+    auto pct = [&](double p) { return rtt[std::min(rtt.size() - 1, size_t(p * double(rtt.size())))]; };
+    fmt::print("ping-pong driver spin {:>3} us 8 B  iters {:>6}  rtt us: p50 {:6.2f}  p99 {:6.2f}  p99.9 {:6.2f}  "
+               "max {:7.1f}  (client blocked {} times)\n",
+               o.spin_us, rtt.size(), pct(0.50), pct(0.99), pct(0.999), rtt.back(), idle.blocks());
+}
+
+// ---------------------------------------------------------------- drivers of the two sides
+void print_bw(Variant v, uint32_t size, const Result& tx, const Result& rx) {
+    const double rx_gbps = rx.secs > 0 ? double(rx.bytes) * 8 / rx.secs / 1e9 : 0;
+    const double rx_mpps = rx.secs > 0 ? double(rx.pkts) / rx.secs / 1e6 : 0;
+    const double tx_gbps = tx.secs > 0 ? double(tx.bytes) * 8 / tx.secs / 1e9 : 0;
+    const double tx_mpps = tx.secs > 0 ? double(tx.pkts) / tx.secs / 1e6 : 0;
+    fmt::print("{:<15} {:>5} B  rx {:6.2f} Gbit/s {:6.3f} Mpps   tx {:6.2f} Gbit/s {:6.3f} Mpps   "
+               "tx calls {:>8}  rx calls {:>8}\n",
+               name(v), size, rx_gbps, rx_mpps, tx_gbps, tx_mpps, tx.calls, rx.calls);
+    std::fflush(stdout);
+}
+
+Result run_rx(const Opts& o, Variant v, uint32_t size, int ready_fd) {
+    return (v == Variant::driver || v == Variant::driver_gso) ? rx_driver(o, v, ready_fd)
+                                                              : rx_raw(o, v, size, ready_fd);
+}
+Result run_tx(const Opts& o, Variant v, uint32_t size) {
+    return (v == Variant::driver || v == Variant::driver_gso) ? tx_driver(o, v, size) : tx_raw(o, v, size);
+}
+
+// Forks the receiver (the server side) and runs `client` in this process.
+template <class Server, class Client>
+void forked(const Opts& o, Server&& server, Client&& client) {
+    int ready[2];
+    if (pipe(ready) < 0) die_errno("pipe");
+    const pid_t pid = fork();
+    if (pid < 0) die_errno("fork");
+    if (pid == 0) {
+        close(ready[0]);
+        if (o.pin) pin_to(1);
+        server(ready[1]);
+        _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    if (read(ready[0], &c, 1) != 1) die("receiver process failed to start");
+    close(ready[0]);
+    if (o.pin) pin_to(0);
+    client();
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("receiver process failed");
+}
+
+void bw(const Opts& o, Variant v, uint32_t size) {
+    if (o.role == 1) {
+        const Result rx = run_rx(o, v, size, -1);
+        print_bw(v, size, Result{}, rx);
+        return;
+    }
+    if (o.role == 2) {
+        print_bw(v, size, run_tx(o, v, size), Result{});
+        return;
+    }
+    int res[2];
+    if (pipe(res) < 0) die_errno("pipe");
+    Result tx;
+    forked(
+        o,
+        [&](int ready_fd) {
+            const Result rx = run_rx(o, v, size, ready_fd);
+            [[maybe_unused]] auto w = write(res[1], &rx, sizeof rx);
+        },
+        [&] { tx = run_tx(o, v, size); });
+    Result rx;
+    if (read(res[0], &rx, sizeof rx) != ssize_t(sizeof rx)) die("no result from the receiver");
+    close(res[0]);
+    close(res[1]);
+    print_bw(v, size, tx, rx);
+}
+
+void lat(const Opts& o) {
+    if (o.lat_driver) {
+        if (o.role == 1) return lat_driver_server(o, -1);
+        if (o.role == 2) return lat_driver_client(o);
+        forked(o, [&](int ready_fd) { lat_driver_server(o, ready_fd); }, [&] { lat_driver_client(o); });
+        return;
+    }
+    if (o.role == 1) return lat_server(o, -1);
+    if (o.role == 2) return lat_client(o);
+    forked(o, [&](int ready_fd) { lat_server(o, ready_fd); }, [&] { lat_client(o); });
+}
+
+void usage() {
+    fmt::print(
+        "usage: mroce-udp-ceiling [--mode bw|lat|all] [--variant mmsg|gso|driver|driver-gso|all]\n"
+        "         [--size BYTES[,BYTES...]] [--batch N] [--gso-batch N] [--paths N] [--seconds S]\n"
+        "         [--port P] [--no-pin] [--server|--client] [--iters N] [--spin] [--spin-us N]\n"
+        "Bulk: a receiver and a sender process on 127.0.0.1:P (forked unless --server/--client);\n"
+        "rx Gbit/s counts UDP payload bytes received (driver variants: 72-byte header + size).\n"
+        "Latency: ping-pong of an 8-byte datagram on port P+40, blocking recv (or --spin);\n"
+        "--variant driver: through UdpPort, spinning --spin-us after activity, then epoll.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Opts o;
+    o.pin = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) die(fmt::format("{} needs a value", a));
+            return argv[++i];
+        };
+        try {
+            if (a == "--mode") o.mode = val();
+            else if (a == "--variant") {
+                const std::string v = val();
+                if (v == "mmsg") o.variants = {Variant::mmsg};
+                else if (v == "gso") o.variants = {Variant::gso};
+                else if (v == "driver") o.variants = {Variant::driver};
+                else if (v == "driver-gso") o.variants = {Variant::driver_gso};
+                if (v == "driver") o.lat_driver = true;
+                else if (v != "all") die("unknown --variant " + v);
+            } else if (a == "--size") {
+                o.sizes.clear();
+                std::string s = val();
+                for (size_t p = 0; p < s.size();) {
+                    size_t q = s.find(',', p);
+                    if (q == std::string::npos) q = s.size();
+                    o.sizes.push_back(uint32_t(std::stoul(s.substr(p, q - p))));
+                    p = q + 1;
+                }
+            } else if (a == "--batch") o.batch = uint32_t(std::stoul(val()));
+            else if (a == "--gso-batch") o.gso_batch = uint32_t(std::stoul(val()));
+            else if (a == "--paths") o.paths = uint32_t(std::stoul(val()));
+            else if (a == "--seconds") o.seconds = std::stod(val());
+            else if (a == "--port") o.port = uint16_t(std::stoul(val()));
+            else if (a == "--iters") o.lat_iters = uint32_t(std::stoul(val()));
+            else if (a == "--no-pin") o.pin = false;
+            else if (a == "--spin") o.lat_spin = true;
+            else if (a == "--spin-us") o.spin_us = uint32_t(std::stoul(val()));
+            else if (a == "--server") o.role = 1;
+            else if (a == "--client") o.role = 2;
+            else if (a == "-h" || a == "--help") {
+                usage();
+                return 0;
+            } else die("unknown option " + a + " (see --help)");
+        } catch (const std::logic_error&) {
+            die("bad value for " + a);
+        }
+    }
+    for (uint32_t s : o.sizes)
+        if (s == 0 || s > 65507) die(fmt::format("--size {} is outside 1..65507", s));
+    if (o.batch == 0 || o.batch > 1024 || o.gso_batch == 0 || o.gso_batch > 1024) die("--batch 1..1024");
+    try {
+        if (o.mode == "bw" || o.mode == "all") {
+            fmt::print("# bulk loopback, {:.1f} s per run, batch {}, gso batch {} x 64 KB, driver paths {}, pin {}\n",
+                       o.seconds, o.batch, o.gso_batch, o.paths, o.pin ? "cpu0/cpu1" : "off");
+            for (uint32_t s : o.sizes)
+                for (Variant v : o.variants) bw(o, v, s);
+        }
+        if (o.mode == "lat" || o.mode == "all") {
+            if (o.mode == "all" && o.role == 0) {
+                // Raw blocking, raw busy-poll, driver with its idle policy, driver always blocking.
+                for (int k = 0; k < 4; ++k) {
+                    Opts l = o;
+                    l.lat_spin = k == 1;
+                    l.lat_driver = k >= 2;
+                    if (k == 3) l.spin_us = 0;
+                    lat(l);
+                }
+            } else {
+                lat(o);
+            }
+        }
+    } catch (const std::exception& e) {
+        die(e.what());
+    }
+    return 0;
+}
