@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// mroce-dpdk-bench: the bare PMD ceiling over a net_ring pair (port A's TX
+// ring is port B's RX ring), so the mroce-over-DPDK figure has something to
+// be compared with. Modes:
+//   plain   preallocated, fully built single-segment frames; TX bumps the
+//           refcount and sends, RX frees: no per-packet work beyond the PMD.
+//   drvtx   DpdkPort::tx_burst (header mbuf from the template + zero-copy
+//           extbuf payload), RX frees the chains unparsed.
+//   driver  DpdkPort on both sides: drvtx plus RX validation, peer lookup and
+//           (net_ring passes TX chains through) payload linearisation.
+// One lcore runs TX and RX in turn; two lcores run TX on a worker, RX on main.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "mroce/dpdk/port.hpp"
+
+using namespace mroce;
+using namespace mroce::dpdk;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+unsigned g_ring = 1024;   // ring slots per direction (--ring)
+constexpr uint16_t kDesc = 1024;
+constexpr uint16_t kMaxBurst = 256;
+constexpr size_t kPlainFrames = 4096;
+constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
+
+struct Opts {
+    std::vector<std::string> modes{"plain", "drvtx", "driver"};
+    std::vector<uint32_t> payloads{64, 4096};
+    std::vector<int> lcores{1, 2};
+    double seconds = 2.0;
+    uint16_t burst = 32;
+    uint32_t mem_mb = 512;
+    unsigned ring = 1024;
+};
+
+struct Pair {
+    rte_ring* ab = nullptr;   // A TX -> B RX
+    rte_ring* ba = nullptr;   // unused direction, the ports need both
+    uint16_t a = 0, b = 0;
+};
+
+struct Result {
+    uint64_t pkts = 0;
+    double secs = 0;
+};
+
+struct Run {
+    std::string mode;
+    uint32_t payload = 0;
+    uint16_t burst = 32;
+    double seconds = 2;
+    Pair pair;
+    std::unique_ptr<DpdkPort> pa, pb;       // driver modes
+    rte_mempool* plain_pool = nullptr;      // plain mode
+    std::vector<rte_mbuf*> frames;
+    std::vector<TxPacket> txp;
+    std::vector<uint8_t> mem;
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> tx_pkts{0};
+
+    // One TX step: returns packets sent.
+    size_t tx_once(size_t& cursor) {
+        if (mode == "plain") {
+            rte_mbuf* b[kMaxBurst];
+            for (uint16_t i = 0; i < burst; ++i) {
+                b[i] = frames[(cursor + i) % frames.size()];
+                rte_mbuf_refcnt_update(b[i], 1);
+            }
+            const uint16_t n = rte_eth_tx_burst(pair.a, 0, b, burst);
+            for (uint16_t i = n; i < burst; ++i) rte_mbuf_refcnt_update(b[i], -1);
+            cursor += n;
+            return n;
+        }
+        const size_t n = pa->tx_burst(0, txp.data() + (cursor % (txp.size() - burst)), burst);
+        cursor += n;
+        return n;
+    }
+    // One RX step: returns packets received.
+    size_t rx_once() {
+        if (mode == "driver") {
+            RxPacket rx[kMaxBurst];
+            const size_t n = pb->rx_burst(0, rx, burst);
+            pb->rx_release(0);
+            return n;
+        }
+        rte_mbuf* b[kMaxBurst];
+        const uint16_t n = rte_eth_rx_burst(pair.b, 0, b, burst);
+        if (n) rte_pktmbuf_free_bulk(b, n);
+        return n;
+    }
+};
+
+int tx_lcore(void* arg) {
+    auto* r = static_cast<Run*>(arg);
+    size_t cursor = 0;
+    uint64_t sent = 0;
+    while (!r->stop.load(std::memory_order_relaxed)) sent += r->tx_once(cursor);
+    r->tx_pkts = sent;
+    return 0;
+}
+
+Result measure(Run& r, int lcores) {
+    Result res;
+    // Warm up (caches, pools), then measure at the receiver.
+    const auto warm_end = Clock::now() + std::chrono::milliseconds(200);
+    size_t cursor = 0;
+    unsigned worker = rte_get_next_lcore(rte_get_main_lcore(), 1, 0);
+    if (lcores == 2) {
+        if (worker >= RTE_MAX_LCORE) throw DpdkError("two-lcore run needs a worker lcore (EAL -l 0,1)");
+        r.stop = false;
+        if (int rc = rte_eal_remote_launch(tx_lcore, &r, worker); rc != 0)
+            throw DpdkError(fmt::format("rte_eal_remote_launch: {}", rte_strerror(-rc)));
+    }
+    auto step = [&] {
+        if (lcores == 1) r.tx_once(cursor);
+        return r.rx_once();
+    };
+    while (Clock::now() < warm_end) step();
+    const auto t0 = Clock::now();
+    const auto end = t0 + std::chrono::duration<double>(r.seconds);
+    uint64_t got = 0;
+    for (;;) {
+        for (int i = 0; i < 256; ++i) got += step();
+        if (Clock::now() >= end) break;
+    }
+    res.secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    res.pkts = got;
+    if (lcores == 2) {
+        r.stop = true;
+        rte_eal_wait_lcore(worker);
+    }
+    // Drain what is still in the ring so every mbuf is home before teardown.
+    while (r.rx_once()) {
+    }
+    return res;
+}
+
+PortConfig port_cfg(uint16_t port, uint32_t local, uint32_t remote, const MacAddr& remote_mac, uint16_t burst) {
+    PortConfig c;
+    c.port_id = port;
+    c.local_ip = local;
+    c.neighbours = {{remote, remote_mac}};
+    c.mtu = 9000;
+    c.burst = burst;
+    c.rx_desc = c.tx_desc = kDesc;
+    c.pools.cache = 256;
+    const PoolConfig need = DpdkPort::min_pools(c);
+    // Frames parked in the ring hold A's mbufs on top of the minimum.
+    c.pools.rx_mbufs = need.rx_mbufs;
+    c.pools.hdr_mbufs = need.hdr_mbufs + g_ring;
+    c.pools.ext_mbufs = need.ext_mbufs + g_ring;
+    return c;
+}
+
+MacAddr mac_of(uint16_t port) {
+    rte_ether_addr a{};
+    rte_eth_macaddr_get(port, &a);
+    MacAddr m;
+    std::memcpy(m.data(), a.addr_bytes, 6);
+    return m;
+}
+
+Pair make_pair(int idx) {
+    Pair p;
+    p.ab = rte_ring_create(fmt::format("b_ab{}", idx).c_str(), g_ring, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    p.ba = rte_ring_create(fmt::format("b_ba{}", idx).c_str(), g_ring, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!p.ab || !p.ba) throw DpdkError(fmt::format("rte_ring_create: {}", rte_strerror(rte_errno)));
+    const int a = rte_eth_from_rings(fmt::format("b_a{}", idx).c_str(), &p.ba, 1, &p.ab, 1, 0);
+    const int b = rte_eth_from_rings(fmt::format("b_b{}", idx).c_str(), &p.ab, 1, &p.ba, 1, 0);
+    if (a < 0 || b < 0) throw DpdkError(fmt::format("rte_eth_from_rings: {}", rte_strerror(rte_errno)));
+    p.a = uint16_t(a);
+    p.b = uint16_t(b);
+    return p;
+}
+
+void start_raw(uint16_t port, rte_mempool* rx_pool) {
+    rte_eth_conf conf{};
+    if (int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0)
+        throw DpdkError(fmt::format("rte_eth_dev_configure({}): {}", port, rte_strerror(-rc)));
+    if (rte_eth_rx_queue_setup(port, 0, kDesc, 0, nullptr, rx_pool) != 0 ||
+        rte_eth_tx_queue_setup(port, 0, kDesc, 0, nullptr) != 0 || rte_eth_dev_start(port) != 0)
+        throw DpdkError(fmt::format("queue setup/start on port {} failed", port));
+}
+
+void usage() {
+    std::puts(
+        "usage: mroce-dpdk-bench [--mode plain,drvtx,driver] [--payload 64,4096] [--lcores 1,2]\n"
+        "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [-- EAL args]\n"
+        "Default EAL args: -l 0,1 --no-huge --no-pci -m <mem> --file-prefix mroce-bench-<pid>");
+}
+
+template <class T, class F>
+std::vector<T> split(const std::string& s, F conv) {
+    std::vector<T> v;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        const size_t c = s.find(',', pos);
+        v.push_back(conv(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos)));
+        if (c == std::string::npos) break;
+        pos = c + 1;
+    }
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Opts o;
+    std::vector<std::string> eal_extra;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usage();
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--mode") o.modes = split<std::string>(val(), [](std::string s) { return s; });
+        else if (a == "--payload") o.payloads = split<uint32_t>(val(), [](const std::string& s) { return uint32_t(std::stoul(s)); });
+        else if (a == "--lcores") o.lcores = split<int>(val(), [](const std::string& s) { return std::stoi(s); });
+        else if (a == "--seconds") o.seconds = std::stod(val());
+        else if (a == "--burst") o.burst = uint16_t(std::stoul(val()));
+        else if (a == "--ring") o.ring = unsigned(std::stoul(val()));
+        else if (a == "--mem") o.mem_mb = uint32_t(std::stoul(val()));
+        else if (a == "--") { eal_extra.assign(argv + i + 1, argv + argc); break; }
+        else { usage(); return a == "-h" || a == "--help" ? 0 : 2; }
+    }
+    if (o.burst == 0 || o.burst > kMaxBurst) {
+        std::fprintf(stderr, "--burst must be in [1, %u]\n", kMaxBurst);
+        return 2;
+    }
+    if (o.ring < 2 || (o.ring & (o.ring - 1))) {
+        std::fprintf(stderr, "--ring must be a power of two >= 2\n");
+        return 2;
+    }
+    g_ring = o.ring;
+    try {
+        EalConfig ec;
+        ec.program = "mroce-dpdk-bench";
+        ec.args = eal_extra.empty()
+            ? std::vector<std::string>{"-l", "0,1", "--no-huge", "--no-pci", "--log-level", "lib.eal:warning"}
+            : eal_extra;
+        ec.memory_mb = o.mem_mb;
+        ec.file_prefix = fmt::format("mroce-bench-{}", ::getpid());
+        const auto used = eal_init(ec);
+        std::string joined;
+        for (const auto& s : used) joined += s + " ";
+        fmt::print("EAL: {}\n", joined);
+        fmt::print("{:<7} {:>6} {:>7} {:>10} {:>12} {:>12}\n", "mode", "lcores", "payload", "Mpps", "Gbit/s pay",
+                   "Gbit/s frame");
+
+        int idx = 0;
+        for (const auto& mode : o.modes) {
+            if (mode != "plain" && mode != "drvtx" && mode != "driver")
+                throw DpdkError("unknown mode " + mode + " (plain, drvtx, driver)");
+            for (uint32_t payload : o.payloads) {
+                for (int lc : o.lcores) {
+                    Run r;
+                    r.mode = mode;
+                    r.payload = payload;
+                    r.burst = o.burst;
+                    r.seconds = o.seconds;
+                    r.pair = make_pair(idx++);
+                    constexpr uint16_t kHdr = 72;
+                    if (mode == "plain") {
+                        const uint32_t frame = 42 + kHdr + payload;
+                        r.plain_pool = rte_pktmbuf_pool_create(fmt::format("b_pl{}", idx).c_str(),
+                                                               kPlainFrames + g_ring + 512, 256, 0,
+                                                               uint16_t(RTE_PKTMBUF_HEADROOM + frame), 0);
+                        if (!r.plain_pool)
+                            throw DpdkError(fmt::format("plain pool: {}", rte_strerror(rte_errno)));
+                        start_raw(r.pair.a, r.plain_pool);
+                        start_raw(r.pair.b, r.plain_pool);
+                        for (size_t i = 0; i < kPlainFrames; ++i) {
+                            rte_mbuf* m = rte_pktmbuf_alloc(r.plain_pool);
+                            if (!m) throw DpdkError("plain pool exhausted while preallocating");
+                            std::memset(rte_pktmbuf_append(m, uint16_t(frame)), uint8_t(i), frame);
+                            r.frames.push_back(m);
+                        }
+                    } else {
+                        r.pa = std::make_unique<DpdkPort>(
+                            port_cfg(r.pair.a, kIpA, kIpB, mac_of(r.pair.b), o.burst));
+                        if (mode == "driver") {
+                            r.pb = std::make_unique<DpdkPort>(
+                                port_cfg(r.pair.b, kIpB, kIpA, mac_of(r.pair.a), o.burst));
+                        } else {
+                            r.plain_pool = rte_pktmbuf_pool_create(fmt::format("b_rx{}", idx).c_str(),
+                                                                   kDesc + 512, 0, 0, 2048 + RTE_PKTMBUF_HEADROOM, 0);
+                            if (!r.plain_pool) throw DpdkError("rx pool: " + std::string(rte_strerror(rte_errno)));
+                            start_raw(r.pair.b, r.plain_pool);
+                        }
+                        // Distinct payload slices, as an engine streaming a message would send.
+                        const size_t slices = 1024;
+                        r.mem.assign(slices * payload + 1, 0x5a);
+                        for (size_t i = 0; i < slices + kMaxBurst; ++i) {
+                            TxPacket p;
+                            p.peer = 0;
+                            p.entropy = uint16_t(i % 8);
+                            p.hdr_len = kHdr;
+                            std::memset(p.hdr, int(i), kHdr);
+                            p.payload = payload ? r.mem.data() + (i % slices) * payload : nullptr;
+                            p.payload_len = payload;
+                            r.txp.push_back(p);
+                        }
+                    }
+                    const Result res = measure(r, lc);
+                    const double pps = double(res.pkts) / res.secs;
+                    fmt::print("{:<7} {:>6} {:>7} {:>10.3f} {:>12.2f} {:>12.2f}\n", mode, lc, payload, pps / 1e6,
+                               pps * payload * 8 / 1e9, pps * (42.0 + kHdr + payload) * 8 / 1e9);
+                    if (r.pb) {
+                        const PortStats s = r.pb->stats();
+                        if (s.rx_dropped())
+                            fmt::print("  (receiver dropped {} frames: bug)\n", s.rx_dropped());
+                    }
+                    std::fflush(stdout);
+                    // Teardown: every mbuf back home first (frames, ring contents).
+                    for (rte_mbuf* m : r.frames) rte_pktmbuf_free(m);
+                    r.pb.reset();
+                    r.pa.reset();
+                    if (mode != "driver") {
+                        if (mode == "plain") {
+                            rte_eth_dev_stop(r.pair.a);
+                            rte_eth_dev_close(r.pair.a);
+                        }
+                        rte_eth_dev_stop(r.pair.b);
+                        rte_eth_dev_close(r.pair.b);
+                    }
+                    rte_mempool_free(r.plain_pool);
+                    rte_ring_free(r.pair.ab);
+                    rte_ring_free(r.pair.ba);
+                }
+            }
+        }
+        eal_cleanup();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "mroce-dpdk-bench: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
