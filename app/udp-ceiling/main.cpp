@@ -39,20 +39,21 @@ namespace {
 using mroce::Time;
 using mroce::udp::monotonic_ns;
 
-enum class Variant { mmsg, gso, driver, driver_gso };
-const char* name(Variant v) {
-    switch (v) {
-    case Variant::mmsg: return "mmsg";
-    case Variant::gso: return "gso+gro";
-    case Variant::driver: return "driver";
-    case Variant::driver_gso: return "driver+gso+gro";
-    }
-    return "?";
-}
+// Sender with or without UDP GSO, receiver with or without UDP GRO, raw sockets or UdpPort.
+struct Variant {
+    const char* name;
+    bool driver, gso, gro;
+};
+constexpr Variant kVariants[] = {
+    {"mmsg", false, false, false},          {"gso", false, true, false},
+    {"gso+gro", false, true, true},         {"driver", true, false, false},
+    {"driver+gso", true, true, false},      {"driver+gso+gro", true, true, true},
+};
+const char* name(const Variant& v) { return v.name; }
 
 struct Opts {
     std::string mode = "all";  // bw, lat, all
-    std::vector<Variant> variants{Variant::mmsg, Variant::gso, Variant::driver, Variant::driver_gso};
+    std::vector<Variant> variants{std::begin(kVariants), std::end(kVariants)};
     std::vector<uint32_t> sizes{4096, 8192};
     uint32_t batch = 32;       // datagrams per sendmmsg/recvmmsg (packets per send_burst)
     uint32_t gso_batch = 4;    // 64 KB GSO messages per sendmmsg
@@ -60,6 +61,7 @@ struct Opts {
     double seconds = 2.0;
     uint16_t port = 47100;
     bool pin = true;
+    uint32_t repeat = 1;       // runs per configuration; the best is summarised (noise only slows)
     int role = 0;              // 0: fork both, 1: server only, 2: client only
     uint32_t lat_iters = 50000;
     bool lat_spin = false;
@@ -118,7 +120,7 @@ uint32_t gso_segs(uint32_t size) { return std::max<uint32_t>(1, std::min<uint32_
 // Measured from the first datagram to the last one within `seconds`; stops early once the
 // sender has gone quiet (SO_RCVTIMEO) after traffic started.
 Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
-    const bool gro = v == Variant::gso;
+    const bool gro = v.gro;
     int fd = udp_socket(o.port, 300);
     int one = 1;
     if (gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) < 0) die_errno("setsockopt(UDP_GRO)");
@@ -171,7 +173,7 @@ Result rx_driver(const Opts& o, Variant v, int ready_fd) {
     c.listen_port = o.port;
     c.path_port_base = uint16_t(o.port + 1);
     c.path_port_span = 1;
-    c.gro = v == Variant::driver_gso;
+    c.gro = v.gro;
     mroce::udp::UdpPort port(c);
     if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
     std::vector<mroce::RxPacket> rx(64);
@@ -200,7 +202,7 @@ Result rx_driver(const Opts& o, Variant v, int ready_fd) {
 // ---------------------------------------------------------------- bulk send
 // Sends for `seconds` plus a margin, so the receiver's window is full throughout.
 Result tx_raw(const Opts& o, Variant v, uint32_t size) {
-    const bool gso = v == Variant::gso;
+    const bool gso = v.gso;
     int fd = udp_socket(0, 0);
     sockaddr_in to = loopback(o.port);
     const uint32_t segs = gso ? gso_segs(size) : 1;
@@ -247,7 +249,7 @@ Result tx_driver(const Opts& o, Variant v, uint32_t size) {
     c.path_port_base = uint16_t(o.port + 21);
     c.path_port_span = uint16_t(std::max<uint32_t>(1, o.paths));
     c.open_paths = c.path_port_span;
-    c.gso = v == Variant::driver_gso;
+    c.gso = v.gso;
     c.gro = false;
     mroce::udp::UdpPort port(c);
     const uint32_t peer = port.add_peer("127.0.0.1", o.port);
@@ -420,11 +422,10 @@ void print_bw(Variant v, uint32_t size, const Result& tx, const Result& rx) {
 }
 
 Result run_rx(const Opts& o, Variant v, uint32_t size, int ready_fd) {
-    return (v == Variant::driver || v == Variant::driver_gso) ? rx_driver(o, v, ready_fd)
-                                                              : rx_raw(o, v, size, ready_fd);
+    return v.driver ? rx_driver(o, v, ready_fd) : rx_raw(o, v, size, ready_fd);
 }
 Result run_tx(const Opts& o, Variant v, uint32_t size) {
-    return (v == Variant::driver || v == Variant::driver_gso) ? tx_driver(o, v, size) : tx_raw(o, v, size);
+    return v.driver ? tx_driver(o, v, size) : tx_raw(o, v, size);
 }
 
 // Forks the receiver (the server side) and runs `client` in this process.
@@ -451,15 +452,17 @@ void forked(const Opts& o, Server&& server, Client&& client) {
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die("receiver process failed");
 }
 
-void bw(const Opts& o, Variant v, uint32_t size) {
+// Returns the receiver's result (or the sender's, for --client alone).
+Result bw(const Opts& o, Variant v, uint32_t size) {
     if (o.role == 1) {
         const Result rx = run_rx(o, v, size, -1);
         print_bw(v, size, Result{}, rx);
-        return;
+        return rx;
     }
     if (o.role == 2) {
-        print_bw(v, size, run_tx(o, v, size), Result{});
-        return;
+        const Result tx = run_tx(o, v, size);
+        print_bw(v, size, tx, Result{});
+        return tx;
     }
     int res[2];
     if (pipe(res) < 0) die_errno("pipe");
@@ -476,6 +479,7 @@ void bw(const Opts& o, Variant v, uint32_t size) {
     close(res[0]);
     close(res[1]);
     print_bw(v, size, tx, rx);
+    return rx;
 }
 
 void lat(const Opts& o) {
@@ -492,9 +496,10 @@ void lat(const Opts& o) {
 
 void usage() {
     fmt::print(
-        "usage: mroce-udp-ceiling [--mode bw|lat|all] [--variant mmsg|gso|driver|driver-gso|all]\n"
+        "usage: mroce-udp-ceiling [--mode bw|lat|all]\n"
+        "         [--variant mmsg|gso|gso+gro|driver|driver+gso|driver+gso+gro|all]\n"
         "         [--size BYTES[,BYTES...]] [--batch N] [--gso-batch N] [--paths N] [--seconds S]\n"
-        "         [--port P] [--no-pin] [--server|--client] [--iters N] [--spin] [--spin-us N]\n"
+        "         [--port P] [--no-pin] [--repeat N] [--server|--client] [--iters N] [--spin] [--spin-us N]\n"
         "Bulk: a receiver and a sender process on 127.0.0.1:P (forked unless --server/--client);\n"
         "rx Gbit/s counts UDP payload bytes received (driver variants: 72-byte header + size).\n"
         "Latency: ping-pong of an 8-byte datagram on port P+40, blocking recv (or --spin);\n"
@@ -516,12 +521,13 @@ int main(int argc, char** argv) {
             if (a == "--mode") o.mode = val();
             else if (a == "--variant") {
                 const std::string v = val();
-                if (v == "mmsg") o.variants = {Variant::mmsg};
-                else if (v == "gso") o.variants = {Variant::gso};
-                else if (v == "driver") o.variants = {Variant::driver};
-                else if (v == "driver-gso") o.variants = {Variant::driver_gso};
-                if (v == "driver") o.lat_driver = true;
-                else if (v != "all") die("unknown --variant " + v);
+                if (v != "all") {
+                    o.variants.clear();
+                    for (const Variant& k : kVariants)
+                        if (v == k.name) o.variants.push_back(k);
+                    if (o.variants.empty()) die("unknown --variant " + v);
+                }
+                o.lat_driver = v == "driver";
             } else if (a == "--size") {
                 o.sizes.clear();
                 std::string s = val();
@@ -538,6 +544,7 @@ int main(int argc, char** argv) {
             else if (a == "--port") o.port = uint16_t(std::stoul(val()));
             else if (a == "--iters") o.lat_iters = uint32_t(std::stoul(val()));
             else if (a == "--no-pin") o.pin = false;
+            else if (a == "--repeat") o.repeat = std::max(1ul, std::stoul(val()));
             else if (a == "--spin") o.lat_spin = true;
             else if (a == "--spin-us") o.spin_us = uint32_t(std::stoul(val()));
             else if (a == "--server") o.role = 1;
@@ -557,8 +564,27 @@ int main(int argc, char** argv) {
         if (o.mode == "bw" || o.mode == "all") {
             fmt::print("# bulk loopback, {:.1f} s per run, batch {}, gso batch {} x 64 KB, driver paths {}, pin {}\n",
                        o.seconds, o.batch, o.gso_batch, o.paths, o.pin ? "cpu0/cpu1" : "off");
-            for (uint32_t s : o.sizes)
-                for (Variant v : o.variants) bw(o, v, s);
+            std::vector<double> best(o.sizes.size() * o.variants.size(), 0.0), best_pps(best.size(), 0.0);
+            for (uint32_t rep = 0; rep < o.repeat; ++rep)
+                for (size_t si = 0; si < o.sizes.size(); ++si)
+                    for (size_t vi = 0; vi < o.variants.size(); ++vi) {
+                        const Result r = bw(o, o.variants[vi], o.sizes[si]);
+                        const double g = r.secs > 0 ? double(r.bytes) * 8 / r.secs / 1e9 : 0;
+                        const size_t k = si * o.variants.size() + vi;
+                        if (g > best[k]) {
+                            best[k] = g;
+                            best_pps[k] = r.secs > 0 ? double(r.pkts) / r.secs / 1e6 : 0;
+                        }
+                    }
+            if (o.repeat > 1) {
+                fmt::print("# best of {} ({} side)\n", o.repeat, o.role == 2 ? "sender" : "receiver");
+                for (size_t si = 0; si < o.sizes.size(); ++si)
+                    for (size_t vi = 0; vi < o.variants.size(); ++vi) {
+                        const size_t k = si * o.variants.size() + vi;
+                        fmt::print("{:<15} {:>5} B  {:6.2f} Gbit/s {:6.3f} Mpps\n", o.variants[vi].name, o.sizes[si],
+                                   best[k], best_pps[k]);
+                    }
+            }
         }
         if (o.mode == "lat" || o.mode == "all") {
             if (o.mode == "all" && o.role == 0) {
