@@ -377,7 +377,12 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             const uint32_t l4 = uint32_t(kUdp) + p.hdr_len + p.payload_len;
             ip->type_of_service = uint8_t(ip->type_of_service | (p.ect ? kEct0 : 0));
             ip->total_length = rte_cpu_to_be_16(uint16_t(kIp + l4));
-            udp->src_port = rte_cpu_to_be_16(uint16_t(cfg_.src_port_base + (p.entropy & cfg_.src_port_mask)));
+            // Connection control leaves from the well-known port so the peer learns
+            // where to answer (R-CONN-2); every path gets its entropy's port.
+            const uint16_t sport = p.path == kControlPath
+                ? cfg_.udp_port
+                : uint16_t(cfg_.src_port_base + (p.entropy & cfg_.src_port_mask));
+            udp->src_port = rte_cpu_to_be_16(sport);
             udp->dgram_len = rte_cpu_to_be_16(uint16_t(l4));
             std::memcpy(d + kL2L4, p.hdr, p.hdr_len);
             m->data_len = uint16_t(kL2L4 + p.hdr_len);

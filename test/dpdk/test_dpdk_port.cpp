@@ -290,6 +290,21 @@ TEST_CASE("dpdk: bursts of 64 B and 4 KiB payloads arrive byte-exact, zero-copy 
     CHECK(s.rx_linearized == (len ? kBurst : 0));
 }
 
+TEST_CASE("dpdk: connection control leaves from the well-known port", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    TxPacket p[2] = {make_pkt(1, 5, nullptr, 0, 1, 40), make_pkt(1, 5, nullptr, 0, 2, 40)};
+    p[0].path = kControlPath;
+    REQUIRE(e.a->tx_burst(0, p, 2) == 2);
+    int i = 0;
+    e.fabric(0, 0, [&](rte_mbuf* m) {
+        const auto* udp = reinterpret_cast<const rte_udp_hdr*>(ip_of(m) + 1);
+        CHECK(rte_be_to_cpu_16(udp->src_port) == (i++ == 0 ? wire::kDefaultUdpPort : 49152 + 5));
+    });
+    RxPacket rx[2];
+    CHECK(e.b->rx_burst(0, rx, 2) == 2);
+}
+
 TEST_CASE("dpdk: single-segment frames are handed over in place", "[dpdk]") {
     Env& e = env();
     LeakGuard guard;

@@ -66,7 +66,8 @@ struct PortConfig {
     MacAddr local_mac{};          // used when local_mac_from_port is false
     uint16_t udp_port = wire::kDefaultUdpPort;  // destination port, both directions
     // Source port = src_port_base + (entropy & src_port_mask): the ECMP
-    // entropy of the path, kept inside the ephemeral range.
+    // entropy of the path, kept inside the ephemeral range. Packets with
+    // path == kControlPath leave from udp_port instead.
     uint16_t src_port_base = 49152;
     uint16_t src_port_mask = 0x3fff;
     uint8_t dscp = 0;
