@@ -71,4 +71,4 @@ if (( rc != 0 )); then
   echo "fuzz.sh: FAILED (exit $rc); see $log and $bdir/artifacts/" >&2
   exit 1
 fi
-echo "fuzz.sh: ok, ${execs:-?} executions in ${secs}s, corpus $(ls "$bdir/corpus" | wc -l) inputs"
+echo "fuzz.sh: ok, ${execs:-?} executions in ${secs}s, corpus $(find "$bdir/corpus" -type f | wc -l) inputs"

@@ -252,7 +252,7 @@ std::vector<Malformed> malformed() {
          [](Bytes& b) { b[24] = uint8_t(Opcode::atomic_resp); put32(b, 36, 8); }, 0},
         {"DATA psn 100 below its path_floor 200", "R-WIRE-7/R-PATH-5", E::inconsistent,
          [](Bytes& b) { put32(b, 68, 200); }, 0},
-        {"ACK ce_count 5 > rx_count 4", "R-WIRE-7", E::inconsistent,
+        {"ACK ce_count 5 > rx_count 4", "R-WIRE-7/R-ACK-5", E::inconsistent,
          [](Bytes& b) { put16(b, 28, 5); }, 1},
         {"NAK syndrome 0", "R-WIRE-7/R-NAK-2", E::inconsistent, [](Bytes& b) { b[24] = 0; }, 2},
         {"CONNECT_REQ num_paths 0", "R-WIRE-7/R-CONN-3", E::inconsistent,

@@ -707,7 +707,9 @@ TEST_CASE("inconsistent: dst_conn 0 outside connect_req (R-WIRE-5)", "[wire][err
         put32(b, 4, 0);
         CHECK(dec(b) == (t == PacketType::connect_req ? DecodeError::ok : DecodeError::inconsistent));
     }
-    // connect_req may carry any dst_conn; 0 is its normal value.
+    // Decode (spec 2.12 step 5, codec.cpp) checks dst_conn only outside CONNECT_REQ: a
+    // CONNECT_REQ with a non-zero dst_conn is accepted and reported as read. (R-WIRE-5's
+    // prose says it MUST be zero; the decode table and the codec do not reject it.)
     Bytes b = valid_packet(PacketType::connect_req);
     put32(b, 4, 0x12345678);
     Packet out;
