@@ -224,6 +224,7 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
         uint16_t mtu = 0;
         if (rte_eth_dev_get_mtu(port, &mtu) != 0 || mtu == 0) mtu = cfg.mtu ? cfg.mtu : RTE_ETHER_MTU;
         caps_.mtu = mtu;
+        caps_.tx_max_l3 = cfg.tx_max_l3 ? cfg.tx_max_l3 : mtu;
 
         for (uint16_t q = 0; q < cfg.rx_queues; ++q) {
             auto r = std::make_unique<RxQueue>();
@@ -329,7 +330,7 @@ uint32_t DpdkPort::peer_of(uint32_t ip) const noexcept {
 size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexcept {
     TxQueue& tq = *txq_[queue];
     PortStats& st = tq.st;
-    const uint32_t max_l3 = caps_.mtu;
+    const uint32_t max_l3 = caps_.tx_max_l3;
     const size_t npeers = tmpl_.size();
     const uint16_t port = cfg_.port_id;
     uint64_t ol = 0;

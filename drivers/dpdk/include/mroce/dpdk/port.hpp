@@ -61,6 +61,10 @@ struct PortConfig {
     uint16_t tx_desc = 1024;
     uint16_t burst = 32;          // max packets per rx_burst call (scratch/array sizing)
     uint16_t mtu = 0;             // 0: keep the port's MTU; frames above the MTU are dropped on TX
+    // Largest IPv4 datagram TX accepts; 0: the port's MTU. Only for software
+    // PMDs that carry more than the MTU they report (net_memif reports 1500
+    // and cannot be configured higher in 22.11, but chains buffers).
+    uint32_t tx_max_l3 = 0;
     uint32_t local_ip = 0;        // host order; RX drops frames to other addresses
     bool local_mac_from_port = true;
     MacAddr local_mac{};          // used when local_mac_from_port is false
@@ -126,6 +130,7 @@ struct PortCaps {
     bool rx_udp_cksum = false;
     bool iova_va = false;        // payload IOVA = VA (false: physical NICs cannot DMA payloads)
     uint16_t mtu = 0;
+    uint32_t tx_max_l3 = 0;      // largest IPv4 datagram sent
     std::string driver;
 };
 
