@@ -525,7 +525,8 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
 }
 
 bool UdpPort::wait(uint64_t timeout_ns) {
-    if (!ready_.empty() && timeout_ns != 0) return true;
+    // Packets already waiting in the ring or on a socket known to be readable: nothing to wait for.
+    if (timeout_ns != 0 && (!ready_.empty() || rx_desc_pos_ < rx_desc_n_)) return true;
     timespec ts{};
     timespec* tp = &ts;
     if (timeout_ns == UINT64_MAX) tp = nullptr;

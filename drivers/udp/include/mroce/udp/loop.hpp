@@ -72,7 +72,10 @@ concept PacketEngine = requires(E& e, const E& ce, const RxPacket* rx, TxPacket*
 template <PacketEngine Eng>
 class EngineLoop {
 public:
-    static constexpr size_t kBurst = 64;
+    // Larger transmit bursts give each path socket longer GSO runs (the engine spreads a
+    // burst over its paths, and every path is a separate sendmmsg).
+    static constexpr size_t kRxBurst = 64;
+    static constexpr size_t kTxBurst = 128;
 
     EngineLoop(UdpPort& port, Eng& eng, IdlePolicy p = {}) : port_(port), eng_(eng), waiter_(p) {}
 
@@ -80,7 +83,7 @@ public:
     // queue. Returns the packets moved in both directions.
     size_t step(Time now) {
         size_t moved = 0;
-        const size_t nrx = port_.recv_burst(rx_, kBurst);
+        const size_t nrx = port_.recv_burst(rx_, kRxBurst);
         if (nrx) eng_.rx_burst(rx_, nrx, now);
         moved += nrx;
         // Packets refused last pass (socket buffer full) get one more chance; after that the
@@ -94,7 +97,7 @@ public:
             if (s < n) return moved;
         }
         for (;;) {
-            const size_t n = eng_.tx_burst(tx_, kBurst, now);
+            const size_t n = eng_.tx_burst(tx_, kTxBurst, now);
             if (n == 0) break;
             const size_t s = port_.send_burst(tx_, n, unsent_);
             moved += n;
@@ -102,7 +105,7 @@ public:
                 for (size_t i = 0; i < n - s; ++i) retry_[nretry_++] = tx_[unsent_[i]];
                 break;  // the socket is full: let it drain before asking for more
             }
-            if (n < kBurst) break;
+            if (n < kTxBurst) break;
         }
         return moved;
     }
@@ -128,10 +131,10 @@ private:
     UdpPort& port_;
     Eng& eng_;
     IdleWaiter waiter_;
-    RxPacket rx_[kBurst];
-    TxPacket tx_[kBurst];
-    TxPacket retry_[kBurst];
-    uint32_t unsent_[kBurst];
+    RxPacket rx_[kRxBurst];
+    TxPacket tx_[kTxBurst];
+    TxPacket retry_[kTxBurst];
+    uint32_t unsent_[kTxBurst];
     size_t nretry_ = 0;
     uint64_t retry_dropped_ = 0;
 };
