@@ -280,6 +280,9 @@ public:
 
     // Host ids are 0, 1, 2, ... in order of addition; a host id is the peer
     // handle in TxPacket::peer / RxPacket::peer (and for Engine::connect).
+    // RxPacket::local_path carries the sender's path index (each path is a
+    // port pair in the sim). The fabric does not own an Engine or Endpoint
+    // passed by reference: it must outlive the fabric's last run.
     HostId add_host(Engine& engine, const HostConfig& cfg = {});  // defined in engine_host.cpp
     HostId add_host(Engine* engine, const HostConfig& cfg = {}) { return add_host(*engine, cfg); }
     HostId add_host(Endpoint& endpoint, const HostConfig& cfg = {});
