@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,7 +73,16 @@ struct Opts {
 struct Result {
     uint64_t bytes = 0, pkts = 0, calls = 0, aux = 0;
     double secs = 0;
+    double cpu = 0;  // this process's user+system seconds over the same window
 };
+
+// CPU per packet survives a busy machine far better than Gbit/s does (other processes
+// steal wall time, not the work per packet), so it is printed beside the rates.
+double cpu_now() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 [[noreturn]] void die(const std::string& what) {
     fmt::print(stderr, "mroce-udp-ceiling: {}\n", what);
@@ -133,6 +143,7 @@ Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
     if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
     Result r;
     Time first = 0, last = 0, idle_since = monotonic_ns();
+    double cpu0 = 0;
     for (;;) {
         for (size_t i = 0; i < nb; ++i) {
             iov[i] = iovec{mem.data() + i * bsz, bsz};
@@ -144,7 +155,10 @@ Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
             if (first || now - idle_since > 10'000'000'000ull) break;
             continue;
         }
-        if (!first) first = now;
+        if (!first) {
+            first = now;
+            cpu0 = cpu_now();
+        }
         ++r.calls;
         for (int i = 0; i < n; ++i) {
             const uint32_t len = msg[size_t(i)].msg_len;
@@ -164,6 +178,7 @@ Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
         if (double(now - first) * 1e-9 >= o.seconds) break;
     }
     r.secs = double(last - first) * 1e-9;
+    r.cpu = cpu_now() - cpu0;
     close(fd);
     return r;
 }
@@ -179,6 +194,7 @@ Result rx_driver(const Opts& o, Variant v, int ready_fd) {
     std::vector<mroce::RxPacket> rx(64);
     Result r;
     Time first = 0, last = 0;
+    double cpu0 = 0;
     const Time t0 = monotonic_ns();
     for (;;) {
         const size_t n = port.recv_burst(rx.data(), rx.size());
@@ -187,13 +203,17 @@ Result rx_driver(const Opts& o, Variant v, int ready_fd) {
             if (!port.wait(300'000'000) && (first || now - t0 > 10'000'000'000ull)) break;
             continue;
         }
-        if (!first) first = now;
+        if (!first) {
+            first = now;
+            cpu0 = cpu_now();
+        }
         for (size_t i = 0; i < n; ++i) r.bytes += rx[i].len;
         r.pkts += n;
         last = now;
         if (double(now - first) * 1e-9 >= o.seconds) break;
     }
     r.secs = double(last - first) * 1e-9;
+    r.cpu = cpu_now() - cpu0;
     r.calls = port.stats().rx_syscalls;
     r.aux = port.stats().rx_gro_datagrams;
     return r;
@@ -226,6 +246,7 @@ Result tx_raw(const Opts& o, Variant v, uint32_t size) {
     }
     Result r;
     const Time t0 = monotonic_ns(), end = t0 + Time((o.seconds + 0.5) * 1e9);
+    const double cpu0 = cpu_now();
     Time now = t0;
     while (now < end) {
         const int n = sendmmsg(fd, msg.data(), unsigned(nm), 0);
@@ -239,6 +260,7 @@ Result tx_raw(const Opts& o, Variant v, uint32_t size) {
         now = monotonic_ns();
     }
     r.secs = double(now - t0) * 1e-9;
+    r.cpu = cpu_now() - cpu0;
     close(fd);
     return r;
 }
@@ -269,12 +291,14 @@ Result tx_driver(const Opts& o, Variant v, uint32_t size) {
     }
     Result r;
     const Time t0 = monotonic_ns(), end = t0 + Time((o.seconds + 0.5) * 1e9);
+    const double cpu0 = cpu_now();
     Time now = t0;
     while (now < end) {
         port.send_burst(tx.data(), tx.size());
         now = monotonic_ns();
     }
     r.secs = double(now - t0) * 1e-9;
+    r.cpu = cpu_now() - cpu0;
     r.pkts = port.stats().tx_packets;
     r.bytes = port.stats().tx_bytes;
     r.calls = port.stats().tx_syscalls;
@@ -410,14 +434,13 @@ void lat_driver_client(const Opts& o) {
 }
 
 // ---------------------------------------------------------------- drivers of the two sides
-void print_bw(Variant v, uint32_t size, const Result& tx, const Result& rx) {
-    const double rx_gbps = rx.secs > 0 ? double(rx.bytes) * 8 / rx.secs / 1e9 : 0;
-    const double rx_mpps = rx.secs > 0 ? double(rx.pkts) / rx.secs / 1e6 : 0;
-    const double tx_gbps = tx.secs > 0 ? double(tx.bytes) * 8 / tx.secs / 1e9 : 0;
-    const double tx_mpps = tx.secs > 0 ? double(tx.pkts) / tx.secs / 1e6 : 0;
-    fmt::print("{:<15} {:>5} B  rx {:6.2f} Gbit/s {:6.3f} Mpps   tx {:6.2f} Gbit/s {:6.3f} Mpps   "
-               "tx calls {:>8}  rx calls {:>8}\n",
-               name(v), size, rx_gbps, rx_mpps, tx_gbps, tx_mpps, tx.calls, rx.calls);
+void print_bw(const Variant& v, uint32_t size, const Result& tx, const Result& rx) {
+    auto gbps = [](const Result& r) { return r.secs > 0 ? double(r.bytes) * 8 / r.secs / 1e9 : 0; };
+    auto mpps = [](const Result& r) { return r.secs > 0 ? double(r.pkts) / r.secs / 1e6 : 0; };
+    auto nspp = [](const Result& r) { return r.pkts ? r.cpu * 1e9 / double(r.pkts) : 0; };
+    fmt::print("{:<15} {:>5} B  rx {:6.2f} Gbit/s {:6.3f} Mpps {:6.0f} cpu-ns/pkt   "
+               "tx {:6.2f} Gbit/s {:6.3f} Mpps {:6.0f} cpu-ns/pkt   syscalls tx {:>7} rx {:>7}\n",
+               name(v), size, gbps(rx), mpps(rx), nspp(rx), gbps(tx), mpps(tx), nspp(tx), tx.calls, rx.calls);
     std::fflush(stdout);
 }
 
