@@ -217,6 +217,10 @@ struct Conn {
         if (idx_out) *idx_out = it->second;
         return &streams[it->second];
     }
+    // Retransmissions, or new segments the CSN window admits (R-CSN-5).
+    bool has_sendable() const {
+        return !retx.empty() || (!jobs.empty() && csn_nxt - csn_una < csn_limit);
+    }
     bool has_outstanding() const {
         if (csn_una != csn_nxt || !jobs.empty() || !retx.empty()) return true;
         for (const Stream& s : streams)

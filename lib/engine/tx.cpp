@@ -15,6 +15,14 @@ using wire::Opcode;
 
 static constexpr Time kNever = std::numeric_limits<Time>::max();
 
+// R-SCHED-1: a path may take a packet when it is active, under its window and
+// inside its SACK span. The scheduler and the deadline both ask this.
+static bool path_open(const TxPath& p) {
+    if (p.state != PathStateKind::active) return false;
+    if (p.inflight >= uint32_t(std::max(1.0, p.cc.cwnd()))) return false;
+    return p.snd_nxt - p.snd_una < kPathRing;  // R-SACK-2
+}
+
 size_t Engine::tx_burst(TxPacket* out, size_t max, Time now) { return impl_->tx(out, max, now); }
 
 bool Engine::tx_pending(Time now) const {
@@ -24,7 +32,10 @@ bool Engine::tx_pending(Time now) const {
         if (!c) continue;
         if (!c->ctrl.empty() || c->acks_pending) return true;
         if (c->state != ConnState::established) continue;
-        if ((!c->retx.empty() || !c->jobs.empty()) && c->pacer.allow(now, c->seg)) return true;
+        if (c->has_sendable() && c->pacer.allow(now, c->seg)) {
+            for (const TxPath& p : c->paths)
+                if (path_open(p)) return true;
+        }
     }
     return false;
 }
@@ -37,12 +48,12 @@ Time Engine::Impl::deadline(Time now) const {
         if (!c) continue;
         if (!c->ctrl.empty() || c->acks_pending) return now;
         if (c->state != ConnState::established) continue;
-        if (!c->retx.empty() || !c->jobs.empty()) {
+        if (c->has_sendable()) {
             // Blocked by windows: an ack (input) or a timer unblocks it.
             bool window = false;
             for (const TxPath& p : c->paths)
-                if (p.state == PathStateKind::active && p.inflight < std::max(1.0, p.cc.cwnd())) window = true;
-            if (window && c->csn_nxt - c->csn_una < c->csn_limit) t = std::min(t, c->pacer.release_time(now, c->seg));
+                if (path_open(p)) window = true;
+            if (window) t = std::min(t, c->pacer.release_time(now, c->seg));
         }
     }
     return std::max(t, now);
@@ -187,10 +198,8 @@ int Engine::Impl::pick_path(Conn& c) {
     for (uint32_t k = 0; k < n; ++k) {
         const uint32_t i = (c.rr_path + k) % n;
         const TxPath& p = c.paths[i];
-        if (p.state != PathStateKind::active) continue;
+        if (!path_open(p)) continue;
         const double w = std::max(1.0, p.cc.cwnd());
-        if (p.inflight >= uint32_t(w)) continue;
-        if (p.snd_nxt - p.snd_una >= kPathRing) continue;  // R-SACK-2
         const double rtt = p.have_rtt ? double(p.srtt) : 0.0;
         double score = (double(p.inflight) + 1.0) / w * (rtt + 1000.0);
         if (p.cc.rounds_since_mark() == 0) score *= 4.0;  // R-SCHED-3: steer away from a fresh mark
