@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Out-of-order placement with ordered completion, path failure and reuse,
+// protection violations, and message sizes from 0 bytes to 1 GiB
+// (doc/spec.md R-DATA-2, R-CMPL-3, R-PATH-9, R-PATH-10, R-MEM-3, R-NAK-*).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "pair_link.hpp"
+
+using namespace mroce;
+using mroce::test::PairLink;
+
+namespace {
+
+constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+uint32_t be32(const uint8_t* p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3]; }
+bool is_data(const TxPacket& p) { return p.hdr_len == wire::kDataLen && p.hdr[1] == uint8_t(wire::PacketType::data); }
+uint32_t msg_seq_of(const TxPacket& p) { return be32(p.hdr + 32); }
+uint32_t stream_of(const TxPacket& p) { return be32(p.hdr + 28); }
+
+struct Pair {
+    EngineConfig cfg;
+    std::unique_ptr<Engine> a, b;
+    std::unique_ptr<PairLink> link;
+    uint32_t pda = 0, pdb = 0, cqa = 0, cqb = 0, ca = 0, cb = 0;
+    explicit Pair(EngineConfig c = {}) : cfg(c) {
+        a = std::make_unique<Engine>(cfg);
+        b = std::make_unique<Engine>(cfg);
+        pda = a->alloc_pd();
+        pdb = b->alloc_pd();
+        REQUIRE(a->create_cq(4096, cqa) == Status::ok);
+        REQUIRE(b->create_cq(4096, cqb) == Status::ok);
+        link = std::make_unique<PairLink>(*a, *b);
+        REQUIRE(mroce::test::connect_pair(*link, ca, cb));
+    }
+    void stream(uint32_t id) {
+        REQUIRE(a->create_stream(ca, id, pda, cqa, cqa) == Status::ok);
+        REQUIRE(b->create_stream(cb, id, pdb, cqb, cqb) == Status::ok);
+    }
+    std::vector<Completion> wait(Engine& e, uint32_t cq, size_t n, Time limit = 1'000'000'000) {
+        std::vector<Completion> got;
+        link->run([&] {
+            Completion c[64];
+            size_t k;
+            while ((k = e.poll_cq(cq, c, 64)) > 0) got.insert(got.end(), c, c + k);
+            return got.size() >= n;
+        }, limit);
+        return got;
+    }
+};
+
+uint64_t va(const void* p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); }
+
+}  // namespace
+
+TEST_CASE("message k+1 is placed before message k arrives; its completion waits for k", "[engine][ooo]") {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    Pair p(cfg);
+    p.stream(1);
+    std::vector<uint8_t> src(16384), dst(16384, 0);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
+    MrInfo ms, md;
+    REQUIRE(p.a->register_mr(p.pda, src.data(), src.size(), kAll, ms) == Status::ok);
+    REQUIRE(p.b->register_mr(p.pdb, dst.data(), dst.size(), kAll, md) == Status::ok);
+    for (int k = 0; k < 2; ++k) {
+        RecvWr r{uint64_t(100 + k), va(dst.data()) + 8192u * k, 8192, md.lkey};
+        REQUIRE(p.b->post_recv(p.cb, 1, r) == Status::ok);
+    }
+    bool hold = true;  // message 0 is lost on the wire until released
+    p.link->drop_if = [&](int from, const TxPacket& t) {
+        return hold && from == 0 && is_data(t) && stream_of(t) == 1 && msg_seq_of(t) == 0;
+    };
+    for (int k = 0; k < 2; ++k) {
+        SendWr s;
+        s.wr_id = uint64_t(k);
+        s.op = OpKind::send;
+        s.local_addr = va(src.data()) + 8192u * k;
+        s.length = 8192;
+        s.lkey = ms.lkey;
+        REQUIRE(p.a->post_send(p.ca, 1, s) == Status::ok);
+    }
+    // Message 1 lands in its own receive buffer while message 0 is missing.
+    REQUIRE(p.link->run([&] { return std::memcmp(dst.data() + 8192, src.data() + 8192, 8192) == 0; },
+                        10'000'000));
+    CHECK(std::all_of(dst.begin(), dst.begin() + 8192, [](uint8_t v) { return v == 0; }));
+    // Its completion is held back (R-CMPL-3), however long message 0 takes.
+    p.link->run([] { return false; }, 2'000'000);
+    Completion c[4];
+    CHECK(p.b->poll_cq(p.cqb, c, 4) == 0);
+    hold = false;
+    auto got = p.wait(*p.b, p.cqb, 2);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].wr_id == 100);
+    CHECK(got[1].wr_id == 101);
+    CHECK(std::memcmp(dst.data(), src.data(), 16384) == 0);
+}
+
+TEST_CASE("a failed path costs no data; traffic moves; the path is reused after recovery", "[engine][failover]") {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    cfg.probe_interval = 500'000;
+    Pair p(cfg);
+    p.stream(3);
+    const size_t kLen = 64 * 65536;
+    std::vector<uint8_t> src(kLen), dst(kLen, 0);
+    for (size_t i = 0; i < kLen; ++i) src[i] = uint8_t((i * 2654435761u) >> 13);
+    MrInfo ms, md;
+    REQUIRE(p.a->register_mr(p.pda, src.data(), kLen, kAll, ms) == Status::ok);
+    REQUIRE(p.b->register_mr(p.pdb, dst.data(), kLen, kAll, md) == Status::ok);
+    bool down = true;  // path 2 is dead both ways: every packet on it is lost
+    p.link->drop_if = [&](int, const TxPacket& t) { return down && t.path == 2; };
+    auto post_all = [&](uint64_t base_id) {
+        for (int k = 0; k < 64; ++k) {
+            SendWr w;
+            w.wr_id = base_id + uint64_t(k);
+            w.op = OpKind::write;
+            w.local_addr = va(src.data()) + 65536u * k;
+            w.length = 65536;
+            w.lkey = ms.lkey;
+            w.remote_addr = va(dst.data()) + 65536u * k;
+            w.rkey = md.rkey;
+            REQUIRE(p.a->post_send(p.ca, 3, w) == Status::ok);
+        }
+    };
+    // Keep traffic flowing until the dead path is retired (R-PATH-9).
+    std::vector<Completion> got;
+    PathStats ps2, ps0;
+    for (int round = 0; round < 50; ++round) {
+        std::fill(dst.begin(), dst.end(), 0);
+        post_all(uint64_t(round) * 100);
+        got = p.wait(*p.a, p.cqa, 64);
+        REQUIRE(got.size() == 64);
+        for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+        REQUIRE(std::memcmp(src.data(), dst.data(), kLen) == 0);
+        REQUIRE(p.a->path_stats(p.ca, 2, ps2) == Status::ok);
+        if (ps2.state == PathStateKind::failed) break;
+    }
+    REQUIRE(p.a->path_stats(p.ca, 0, ps0) == Status::ok);
+    CHECK(ps2.state == PathStateKind::failed);
+    CHECK(ps2.timeouts >= cfg.fail_after_timeouts);
+    CHECK(ps0.tx_packets > 200);  // the load went elsewhere
+    const uint64_t tx2_before = ps2.tx_packets;
+
+    // Recovery: the path answers its probe and carries data again.
+    down = false;
+    std::fill(dst.begin(), dst.end(), 0);
+    REQUIRE(p.link->run([&] {
+        PathStats s;
+        p.a->path_stats(p.ca, 2, s);
+        return s.state == PathStateKind::active;
+    }, 50'000'000));
+    post_all(100000);
+    got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    for (auto& c : got) CHECK(c.status == WcStatus::success);
+    CHECK(std::memcmp(src.data(), dst.data(), kLen) == 0);
+    REQUIRE(p.a->path_stats(p.ca, 2, ps2) == Status::ok);
+    CHECK(ps2.tx_packets > tx2_before + 20);
+}
+
+TEST_CASE("protection violations are NAKed and write nothing", "[engine][protection]") {
+    enum Case { bad_rkey, stale_rkey, wrong_pd, out_of_range, no_write, no_read, no_atomic };
+    const Case kase = GENERATE(bad_rkey, stale_rkey, wrong_pd, out_of_range, no_write, no_read, no_atomic);
+    Pair p;
+    p.stream(9);
+    std::vector<uint8_t> src(8192, 0xab);
+    MrInfo ms;
+    REQUIRE(p.a->register_mr(p.pda, src.data(), src.size(), kAll, ms) == Status::ok);
+    // B: a region framed by guard pages that no key covers.
+    std::vector<uint8_t> mem(3 * 4096, 0xee);
+    uint8_t* region = mem.data() + 4096;
+    std::memset(region, 0x11, 4096);
+    uint32_t access = kAll;
+    uint32_t pd = p.pdb;
+    if (kase == no_write) access = kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    if (kase == no_read) access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteAtomic;
+    if (kase == no_atomic) access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+    if (kase == wrong_pd) pd = p.b->alloc_pd();
+    MrInfo md;
+    REQUIRE(p.b->register_mr(pd, region, 4096, access, md) == Status::ok);
+    uint32_t rkey = md.rkey;
+    if (kase == bad_rkey) rkey = md.rkey + 0x100;
+    if (kase == stale_rkey) {
+        REQUIRE(p.b->deregister_mr(md.rkey) == Status::ok);
+        MrInfo again;
+        REQUIRE(p.b->register_mr(pd, region, 4096, access, again) == Status::ok);
+        CHECK(again.rkey != rkey);  // the slot is reused under a new key
+    }
+    SendWr w;
+    w.wr_id = 1;
+    w.lkey = ms.lkey;
+    w.local_addr = va(src.data());
+    w.rkey = rkey;
+    w.remote_addr = va(region);
+    w.length = 4096;
+    w.op = OpKind::write;
+    if (kase == out_of_range) {
+        w.remote_addr = va(region) + 4000;  // 96 bytes in, 4000 past the end
+        w.length = 4096;
+    }
+    if (kase == no_read) w.op = OpKind::read;
+    if (kase == no_atomic) {
+        w.op = OpKind::atomic_fadd;
+        w.length = 8;
+        w.compare_add = 1;
+    }
+    REQUIRE(p.a->post_send(p.ca, 9, w) == Status::ok);
+    SendWr after = w;
+    after.wr_id = 2;
+    after.op = OpKind::write;
+    after.remote_addr = va(region);
+    after.length = 64;
+    REQUIRE(p.a->post_send(p.ca, 9, after) == Status::ok);
+    auto got = p.wait(*p.a, p.cqa, 2);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].wr_id == 1);
+    CHECK(got[0].status == WcStatus::rem_access_err);
+    CHECK(got[1].wr_id == 2);
+    CHECK(got[1].status == WcStatus::wr_flush_err);  // R-STREAM-2
+    p.link->run([] { return false; }, 2'000'000);
+    for (size_t i = 0; i < 4096; ++i) {
+        REQUIRE(mem[i] == 0xee);
+        REQUIRE(mem[8192 + i] == 0xee);
+    }
+    CHECK(std::all_of(region, region + 4096, [](uint8_t v) { return v == 0x11; }));
+    ConnStats sb;
+    REQUIRE(p.b->conn_stats(p.cb, sb) == Status::ok);
+    CHECK(sb.naks_sent >= 1);
+    ConnStats sa;
+    REQUIRE(p.a->conn_stats(p.ca, sa) == Status::ok);
+    CHECK(sa.naks_received >= 1);
+}
+
+TEST_CASE("message sizes: 0 bytes, one byte past a segment, 1 GiB", "[engine][large]") {
+    EngineConfig cfg;
+    cfg.num_paths = 8;
+    cfg.cc.init_cwnd = 64;
+    Pair p(cfg);
+    p.stream(5);
+    const size_t kGiB = size_t(1) << 30;
+    const uint32_t len = GENERATE(0u, 1u, 4097u, uint32_t(1u << 30));
+    std::vector<uint8_t> src(std::max<size_t>(len, 64)), dst(std::max<size_t>(len, 64), 0);
+    for (size_t i = 0; i < src.size(); i += 4096) src[i] = uint8_t(i >> 12) | 1;
+    if (len && len < kGiB) for (size_t i = 0; i < len; ++i) src[i] = uint8_t(i * 13 + 5);
+    src[src.size() - 1] = 0x5c;
+    MrInfo ms, md;
+    REQUIRE(p.a->register_mr(p.pda, src.data(), src.size(), kAll, ms) == Status::ok);
+    REQUIRE(p.b->register_mr(p.pdb, dst.data(), dst.size(), kAll, md) == Status::ok);
+    SendWr w;
+    w.wr_id = 77;
+    w.op = OpKind::write_imm;
+    w.imm = 5;
+    w.local_addr = va(src.data());
+    w.length = len;
+    w.lkey = ms.lkey;
+    w.remote_addr = va(dst.data());
+    w.rkey = md.rkey;
+    RecvWr r{9, 0, 0, 0};
+    REQUIRE(p.b->post_recv(p.cb, 5, r) == Status::ok);
+    REQUIRE(p.a->post_send(p.ca, 5, w) == Status::ok);
+    auto ga = p.wait(*p.a, p.cqa, 1, 60'000'000'000ull);
+    REQUIRE(ga.size() == 1);
+    CHECK(ga[0].status == WcStatus::success);
+    CHECK(ga[0].byte_len == len);
+    auto gb = p.wait(*p.b, p.cqb, 1);
+    REQUIRE(gb.size() == 1);
+    CHECK(gb[0].byte_len == len);
+    CHECK(gb[0].imm == 5);
+    CHECK(std::memcmp(src.data(), dst.data(), len) == 0);
+    if (len < src.size()) CHECK(dst[src.size() - 1] == 0);  // nothing past the message
+}
