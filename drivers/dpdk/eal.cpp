@@ -61,10 +61,8 @@ uint64_t free_hugepage_bytes() {
 
 bool eal_initialised() noexcept { return g_eal_up.load(); }
 
-std::vector<std::string> eal_init(const EalConfig& cfg) {
+std::vector<std::string> eal_args(const EalConfig& cfg) {
     std::vector<std::string> args = cfg.args;
-    if (g_eal_up.load())
-        throw DpdkError("rte_eal_init: EAL already initialised in this process (it can be initialised once)");
 
     if (!has_opt(args, "--file-prefix")) {
         args.push_back("--file-prefix");
@@ -88,10 +86,21 @@ std::vector<std::string> eal_init(const EalConfig& cfg) {
         args.push_back(std::to_string(cfg.memory_mb));
     }
 
+    if (cfg.unlink_hugepages && !has_opt(args, "--no-huge") && !has_opt(args, "--huge-unlink") &&
+        !has_opt(args, "--in-memory"))
+        args.push_back("--huge-unlink");
+
     std::vector<std::string> full;
     full.reserve(args.size() + 1);
     full.push_back(cfg.program);
     full.insert(full.end(), args.begin(), args.end());
+    return full;
+}
+
+std::vector<std::string> eal_init(const EalConfig& cfg) {
+    if (g_eal_up.load())
+        throw DpdkError("rte_eal_init: EAL already initialised in this process (it can be initialised once)");
+    const std::vector<std::string> full = eal_args(cfg);
     // rte_eal_init permutes argv; give it copies it may scribble on.
     std::vector<std::string> storage = full;
     std::vector<char*> argv;
@@ -111,7 +120,16 @@ std::vector<std::string> eal_init(const EalConfig& cfg) {
 }
 
 void eal_cleanup() noexcept {
-    if (g_eal_up.exchange(false)) rte_eal_cleanup();
+    if (!g_eal_up.exchange(false)) return;
+    // The primary owns its runtime directory (/var/run/dpdk/<prefix>); 22.11
+    // leaves it behind, and per-pid prefixes would pile them up.
+    std::string dir;
+    if (rte_eal_process_type() == RTE_PROC_PRIMARY) dir = rte_eal_get_runtime_dir();
+    rte_eal_cleanup();
+    if (!dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
 }
 
 }  // namespace mroce::dpdk

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -210,6 +211,41 @@ void send_all(DpdkPort& p, uint16_t q, const std::vector<TxPacket>& v) {
 }
 
 }  // namespace
+
+TEST_CASE("dpdk: EAL arguments get a memory mode and a private file prefix", "[dpdk]") {
+    auto has = [](const std::vector<std::string>& v, const std::string& a) {
+        return std::find(v.begin(), v.end(), a) != v.end();
+    };
+    EalConfig c;
+    c.args = {"--no-huge", "--no-pci"};
+    c.memory_mb = 300;
+    auto v = eal_args(c);
+    CHECK(v[0] == "mroce");
+    CHECK(has(v, "-m"));
+    CHECK(has(v, "300"));   // --no-huge alone would give 64 MB
+    CHECK(has(v, "--file-prefix"));
+    CHECK(has(v, fmt::format("mroce-{}", ::getpid())));
+
+    c.args = {"--no-huge", "-m", "128", "--in-memory", "--file-prefix=x"};
+    v = eal_args(c);
+    CHECK_FALSE(has(v, "--in-memory"));   // refused with --no-huge in 22.11
+    CHECK(has(v, "--no-shconf"));
+    CHECK_FALSE(has(v, "300"));
+    CHECK_FALSE(has(v, "--file-prefix"));
+
+    c.args = {"--no-pci"};
+    c.file_prefix = "p1";
+    v = eal_args(c);
+    CHECK(has(v, "p1"));
+    if (free_hugepage_bytes() >= (uint64_t(c.memory_mb) << 20))
+        CHECK_FALSE(has(v, "--no-huge"));
+    else
+        CHECK(has(v, "--no-huge"));
+
+    // A second initialisation is refused with a message saying so.
+    env();
+    CHECK_THROWS_WITH(eal_init(c), Catch::Contains("already initialised"));
+}
 
 TEST_CASE("dpdk: ports come up with explicit pools and report their offloads", "[dpdk]") {
     Env& e = env();

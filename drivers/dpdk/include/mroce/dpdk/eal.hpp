@@ -31,9 +31,19 @@ struct EalConfig {
     // Added as --file-prefix when args have none. Empty: "mroce-<pid>", so two
     // processes (or a test beside a running app) never share runtime files.
     std::string file_prefix;
+    // In hugepage mode add --huge-unlink: a standalone primary's hugepage files
+    // have no reader after it exits, and with per-process prefixes every run
+    // would otherwise strand its pages in hugetlbfs. False for multi-process
+    // setups where secondaries attach to our memory.
+    bool unlink_hugepages = true;
 };
 
-// Initialises the EAL; returns the argument list used (program name first).
+// The full argument list eal_init would pass (program name first), with the
+// memory mode and file prefix completed as described above. No side effects
+// beyond reading /proc/mounts and /sys/kernel/mm/hugepages.
+std::vector<std::string> eal_args(const EalConfig& cfg);
+
+// Initialises the EAL with eal_args(cfg); returns the argument list used (program name first).
 // Throws DpdkError naming rte_strerror(rte_errno) and the arguments on failure,
 // or if the EAL is already initialised.
 std::vector<std::string> eal_init(const EalConfig& cfg);
