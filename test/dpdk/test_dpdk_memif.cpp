@@ -51,6 +51,10 @@ int run_side(bool server, const std::string& sock) {
                                server ? "server" : "client", sock, server ? kMacServer : kMacClient)};
         ec.file_prefix = fmt::format("mroce-test-memif-{}-{}", server ? "s" : "c", ::getpid());
         eal_init(ec);
+        // Declared before the port, so it runs after the port is gone.
+        struct EalGuard {
+            ~EalGuard() { eal_cleanup(); }
+        } eal_guard;
         uint16_t port = 0;
         if (rte_eth_dev_count_avail() != 1) throw DpdkError("expected exactly one (memif) port");
         port = uint16_t(rte_eth_find_next(0));
