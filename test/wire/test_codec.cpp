@@ -965,3 +965,82 @@ TEST_CASE("no out-of-bounds: every single-byte mutation decodes or fails cleanly
         }
     }
 }
+
+TEST_CASE("decode checks apply in the order of spec 2.12 (R-WIRE-9)", "[wire][errors]") {
+    // Each case breaks two rules; the earlier check decides the error.
+    Bytes b;
+    // 1 truncated (n < 16) before 2 version.
+    b = valid_packet(PacketType::probe);
+    b[0] = 2;
+    b.resize(15);
+    CHECK(dec(b) == DecodeError::truncated);
+    // 2 version before 3 type.
+    b = valid_packet(PacketType::probe);
+    b[0] = 0;
+    b[1] = 0;
+    CHECK(dec(b) == DecodeError::bad_version);
+    // 3 type before 4 header length.
+    b = valid_packet(PacketType::probe);
+    b[1] = 0xEE;
+    b.resize(kCommonLen);
+    CHECK(dec(b) == DecodeError::bad_type);
+    // 4 header length before 5/6 connection ids.
+    b = valid_packet(PacketType::ack);
+    put32(b, 4, 0);
+    put32(b, 8, 0);
+    b.resize(kAckLen - 1);
+    CHECK(dec(b) == DecodeError::truncated);
+    // 5/6 connection ids before D1 opcode, D2 payload_len and the per-type length checks.
+    b = valid_packet(PacketType::data);
+    put32(b, 8, 0);
+    b[24] = 0;
+    CHECK(dec(b) == DecodeError::inconsistent);
+    b = valid_packet(PacketType::data);
+    put32(b, 4, 0);
+    put16(b, 26, 9001);
+    CHECK(dec(b) == DecodeError::inconsistent);
+    b = valid_packet(PacketType::nak);
+    put32(b, 4, 0);
+    b.push_back(0);
+    CHECK(dec(b) == DecodeError::inconsistent);
+    // D1 opcode before D2 payload_len.
+    b = valid_packet(PacketType::data);
+    b[24] = 0x20;
+    put16(b, 26, 0xFFFF);
+    CHECK(dec(b) == DecodeError::bad_opcode);
+    // D2 payload_len before D3 truncation (covered above) and D3 before D5 consistency.
+    {
+        DataPkt p = valid_data(Opcode::write);
+        p.d.offset = p.d.msg_len;  // inconsistent
+        Bytes t = encode(p);
+        t.pop_back();              // and truncated
+        CHECK(dec(t) == DecodeError::truncated);
+        t.push_back(0);
+        t.push_back(0);            // and oversized
+        CHECK(dec(t) == DecodeError::oversized);
+    }
+    // D5 and D6: both inconsistent.
+    {
+        DataPkt p = valid_data(Opcode::atomic_cas);
+        p.d.remote_addr |= 1;
+        p.d.path_floor = p.d.psn + 1;
+        CHECK(dec_data(p) == DecodeError::inconsistent);
+    }
+    // Other types: trailing bytes before the per-type consistency checks.
+    b = valid_packet(PacketType::ack);
+    put16(b, 28, 0xFFFF);  // ce_count > rx_count
+    b.push_back(0);
+    CHECK(dec(b) == DecodeError::oversized);
+    b = valid_packet(PacketType::connect_ack);
+    put16(b, 16, 0);
+    b.push_back(0);
+    CHECK(dec(b) == DecodeError::oversized);
+    // NAK: syndrome before opcode.
+    b = valid_packet(PacketType::nak);
+    b[24] = 0;
+    b[25] = 0;
+    CHECK(dec(b) == DecodeError::inconsistent);
+    b = valid_packet(PacketType::nak);
+    b[25] = 0;
+    CHECK(dec(b) == DecodeError::bad_opcode);
+}
