@@ -72,9 +72,10 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
     gro_ = cfg_.gro;  // open_socket clears it if the kernel refuses UDP_GRO
     std::string err;
     if (open_socket(cfg_.listen_port, kListenLocalPath, &err) < 0) {
+        const int e = errno;
         close(wake_fd_);
         close(ep_);
-        throw std::system_error(errno ? errno : EINVAL, std::generic_category(), "mroce udp: " + err);
+        throw std::system_error(e, std::generic_category(), "mroce udp: " + err);
     }
     if (cfg_.gso) {
         // Setting gso_size 0 is a no-op that only kernels with UDP GSO (4.18+) accept.
@@ -85,11 +86,12 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
     slot_sock_.assign(cfg_.path_port_span, -1);
     for (uint16_t i = 0; i < cfg_.open_paths && i < cfg_.path_port_span; ++i) {
         if (open_path(i) == 0) {
-            std::string msg = last_error_;
+            const int e = errno;
+            const std::string msg = last_error_.substr(0, last_error_.rfind(": "));
             for (Sock& s : socks_) close(s.fd);
             close(wake_fd_);
             close(ep_);
-            throw std::system_error(EADDRINUSE, std::generic_category(), "mroce udp: " + msg);
+            throw std::system_error(e, std::generic_category(), "mroce udp: " + msg);
         }
     }
 
@@ -129,13 +131,13 @@ int UdpPort::open_socket(uint16_t port, uint16_t local_path, std::string* err) {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
-        *err = fmt::format("socket for {}: {}", where, errno_str(e));
+        *err = fmt::format("socket for {}", where);
         errno = e;
         return -1;
     }
     auto fail = [&](const char* what) {
         int e = errno;
-        *err = fmt::format("{} on {}: {}", what, where, errno_str(e));
+        *err = fmt::format("{} {}", what, where);
         close(fd);
         errno = e;
         return -1;
@@ -174,7 +176,9 @@ uint16_t UdpPort::open_path(uint16_t entropy) {
     const uint16_t port = path_port(entropy);
     std::string err;
     if (open_socket(port, slot, &err) < 0) {
-        last_error_ = std::move(err);
+        const int e = errno;
+        last_error_ = fmt::format("{}: {}", err, errno_str(e));
+        errno = e;
         slot_sock_[slot] = -2;  // not retried per packet; the engine fails the path and re-routes
         return 0;
     }
