@@ -153,13 +153,17 @@ struct WirePacket {
 constexpr size_t kClassBytes = 256;
 constexpr size_t kNumClasses = 64;
 
+constexpr size_t kNotInHeap = SIZE_MAX;
+
 struct Host {
     Endpoint* ep = nullptr;
     HostConfig cfg;
     HostCounters ctr;
     LinkId nic = kNoLink;
-    Time wake_at = kNever;
-    uint64_t wake_key = 0;          // key of the live poll event (others are stale)
+    // Position of this host's one poll event in the heap. Moving it in place
+    // (rather than leaving stale copies) keeps the heap from filling with
+    // far-future deadlines superseded by every delivery.
+    size_t heap_pos = kNotInHeap;
     std::vector<uint32_t> rx_pending;  // packet slots delivered, not yet handed over
 };
 
@@ -195,10 +199,13 @@ struct Fabric::Impl {
     void arrive(uint32_t slot);
     void poll(HostId h);
     void schedule_poll(HostId h, Time t) {
-        Host& host = hosts[h];
-        if (t < host.wake_at) {
-            host.wake_at = t;
-            host.wake_key = push(t, kPoll, h);
+        const size_t pos = hosts[h].heap_pos;
+        if (pos == kNotInHeap) {
+            push(t, kPoll, h);
+        } else if (t < heap[pos].t) {
+            // Earlier only: a later deadline is picked up when this poll runs
+            // and asks the endpoint again.
+            sift_up(pos, Event{t, new_key(kPoll), h});
         }
     }
     void trace_packet(const WirePacket& p, TraceEvent::Kind kind, LinkId link) {
@@ -211,19 +218,28 @@ struct Fabric::Impl {
         heap_push(Event{t, key, idx});
         return key;
     }
-    void heap_push(const Event& e) {
-        size_t i = heap.size();
-        heap.push_back(e);
+    // Every store into the heap goes through here so poll events keep
+    // their host's heap_pos current.
+    void place(size_t i, const Event& e) {
+        heap[i] = e;
+        if ((e.key & 3) == kPoll) hosts[e.idx].heap_pos = i;
+    }
+    void sift_up(size_t i, const Event& e) {
         while (i > 0) {
             const size_t parent = (i - 1) / 2;
             if (!before(e, heap[parent])) break;
-            heap[i] = heap[parent];
+            place(i, heap[parent]);
             i = parent;
         }
-        heap[i] = e;
+        place(i, e);
+    }
+    void heap_push(const Event& e) {
+        heap.push_back(e);
+        sift_up(heap.size() - 1, e);
     }
     // Replacing the top in place costs one sift-down instead of a pop and a push.
     void heap_replace_top(const Event& e) {
+        if ((heap[0].key & 3) == kPoll) hosts[heap[0].idx].heap_pos = kNotInHeap;
         const size_t n = heap.size();
         size_t i = 0;
         for (;;) {
@@ -231,15 +247,20 @@ struct Fabric::Impl {
             if (child >= n) break;
             if (child + 1 < n && before(heap[child + 1], heap[child])) ++child;
             if (!before(heap[child], e)) break;
-            heap[i] = heap[child];
+            place(i, heap[child]);
             i = child;
         }
-        heap[i] = e;
+        place(i, e);
     }
     void heap_pop() {
         const Event last = heap.back();
+        if (heap.size() == 1) {
+            if ((last.key & 3) == kPoll) hosts[last.idx].heap_pos = kNotInHeap;
+            heap.pop_back();
+            return;
+        }
         heap.pop_back();
-        if (!heap.empty()) heap_replace_top(last);
+        heap_replace_top(last);
     }
     void schedule_arrival(Link& L, Time t, uint32_t slot) {
         if (L.cfg_.jitter_reorders && L.cfg_.jitter) {
@@ -309,6 +330,7 @@ size_t Fabric::num_hosts() const noexcept { return impl_->hosts.size(); }
 const HostCounters& Fabric::host_counters(HostId h) const { return impl_->hosts.at(h).ctr; }
 LinkId Fabric::nic_link(HostId h) const { return impl_->hosts.at(h).nic; }
 uint64_t Fabric::packets_in_flight() const noexcept { return impl_->in_flight; }
+size_t Fabric::events_pending() const noexcept { return impl_->heap.size(); }
 void Fabric::set_router(Router r) { impl_->router = std::move(r); }
 void Fabric::set_trace(std::function<void(const TraceEvent&)> fn) { impl_->trace = std::move(fn); }
 
@@ -552,8 +574,6 @@ void Fabric::Impl::poll(HostId h) {
     const Time now = fab.now_;
     {
         Host& host = hosts[h];
-        host.wake_at = kNever;
-        host.wake_key = 0;
         ++host.ctr.polls;
     }
     const size_t burst = hosts[h].cfg.burst;
@@ -667,7 +687,7 @@ bool Fabric::step(Time limit) {
             im.arrive(e.idx);
             break;
         case kPoll:
-            if (im.hosts[e.idx].wake_key == e.key) im.poll(e.idx);
+            im.poll(e.idx);
             break;
         case kAction: {
             std::function<void()> fn = std::move(im.actions[e.idx]);

@@ -330,6 +330,7 @@ public:
     void set_trace(std::function<void(const TraceEvent&)> fn);
 
     uint64_t events_processed() const noexcept { return events_; }
+    size_t events_pending() const noexcept;
     uint64_t packets_in_flight() const noexcept;
 
     struct Impl;

@@ -95,6 +95,26 @@ TEST_CASE("next_deadline wakes the host without input", "[sim][host]") {
     CHECK(a.tx_burst_times == std::vector<Time>{0, 5000});
 }
 
+TEST_CASE("a far deadline is not duplicated in the event queue by every delivery", "[sim][host]") {
+    Fabric fab;
+    ScriptedEndpoint a, b;
+    b.deadline = 1'000'000'000;  // like an idle-connection timer
+    fab.add_host(a);
+    const HostId hb = fab.add_host(b);
+    const LinkId l = fab.add_link(LinkConfig{});
+    for (uint32_t i = 0; i < 1000; ++i) {
+        const LinkId route[] = {l};
+        fab.inject(0, make_packet(hb, 100, i), route);
+        fab.run_for(1000);
+        CHECK(fab.events_pending() <= 2);  // b's one deadline, at most one packet
+    }
+    fab.run_for(10'000);
+    CHECK(b.rx.size() == 1000);
+    CHECK(fab.host_counters(hb).polls >= 1000);
+    fab.run_until(2'000'000'000);
+    CHECK(b.tx_burst_times.back() == 1'000'000'000);
+}
+
 TEST_CASE("a deadline not in the future cannot spin the clock in place", "[sim][host]") {
     struct Stuck : ScriptedEndpoint {
         Time next_deadline(Time now) override { return now; }
