@@ -103,7 +103,12 @@ public:
     // Sends pkts[0..n). Packets are regrouped per source socket (order kept
     // within a socket, i.e. within a path), so the return value is a count,
     // not a prefix: the packets not sent are listed in `unsent` (indices into
-    // pkts, ascending) when it is given. Payload is never copied in user space.
+    // pkts, ascending) when it is given. Payload is never copied in user space:
+    // each packet is two iovecs (header, payload), and a run of equal-size
+    // packets to one peer with the same ECT (the last may be shorter) leaves as
+    // one UDP_SEGMENT message, which the kernel cuts at the packet boundaries.
+    // If a route refuses GSO (segment above its MTU), GSO is switched off and
+    // the packets go out one datagram each.
     size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent = nullptr);
 
     // Receives up to max datagrams from every socket that has some. The
