@@ -384,14 +384,47 @@ TEST_CASE("dpdk: ECT(0) on request, Not-ECT otherwise, CE reported", "[dpdk]") {
     e.b->rx_release(0);
 }
 
-TEST_CASE("dpdk: DSCP from config combines with ECN bits", "[dpdk]") {
-    // DSCP lives in the per-neighbour template; exercised through a second
-    // port object would need another ethdev, so check the template path via TOS.
+TEST_CASE("dpdk: DSCP from config combines with ECN bits; a port can be built and torn down", "[dpdk]") {
     Env& e = env();
-    LeakGuard guard;
-    TxPacket p = make_pkt(1, 3, nullptr, 0, 1);
-    REQUIRE(e.a->tx_burst(1, &p, 1) == 1);
-    e.fabric(0, 1, [&](rte_mbuf* m) { CHECK(ip_of(m)->type_of_service == ((e.a->config().dscp << 2) | 2)); });
+    // A third port on its own ring, with DSCP 46 (EF), built and destroyed here.
+    rte_ring* r = rte_ring_create("t_dscp", 64, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    REQUIRE(r);
+    const int pid = rte_eth_from_rings("t_port_c", &r, 1, &r, 1, 0);
+    REQUIRE(pid >= 0);
+    const unsigned mp_before = [] {
+        unsigned n = 0;
+        rte_mempool_walk([](rte_mempool*, void* arg) { ++*static_cast<unsigned*>(arg); }, &n);
+        return n;
+    }();
+    {
+        PortConfig c = e.a->config();
+        c.port_id = uint16_t(pid);
+        c.rx_queues = c.tx_queues = 1;
+        c.dscp = 46;
+        const PoolConfig need = DpdkPort::min_pools(c);
+        c.pools.rx_mbufs = need.rx_mbufs;
+        c.pools.hdr_mbufs = need.hdr_mbufs;
+        c.pools.ext_mbufs = need.ext_mbufs;
+        DpdkPort p(c);
+        TxPacket t[2] = {make_pkt(1, 3, nullptr, 0, 1), make_pkt(1, 3, nullptr, 0, 2)};
+        t[1].ect = 0;
+        REQUIRE(p.tx_burst(0, t, 2) == 2);
+        rte_mbuf* m[2];
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 2, nullptr) == 2);
+        CHECK(ip_of(m[0])->type_of_service == ((46 << 2) | 2));
+        CHECK(ip_of(m[1])->type_of_service == (46 << 2));
+        CHECK(rte_raw_cksum(ip_of(m[0]), 20) == 0xffff);
+        rte_pktmbuf_free_bulk(m, 2);
+        CHECK(p.pool_usage() == PoolUsage{});
+        unsigned during = 0;
+        rte_mempool_walk([](rte_mempool*, void* arg) { ++*static_cast<unsigned*>(arg); }, &during);
+        CHECK(during == mp_before + 3);
+    }
+    // The destructor closed the port and freed its three pools.
+    unsigned mp_after = 0;
+    rte_mempool_walk([](rte_mempool*, void* arg) { ++*static_cast<unsigned*>(arg); }, &mp_after);
+    CHECK(mp_after == mp_before);
+    rte_ring_free(r);
 }
 
 TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
