@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "mroce/cc.hpp"
-#include "mroce/wire.hpp"
 
 namespace mroce {
 
@@ -37,7 +36,7 @@ void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint3
         // R-CC-3: additive increase of ai_per_rtt packets per window of acks.
         cwnd_ = std::min(cfg_.max_cwnd, cwnd_ + cfg_.ai_per_rtt * acked / cwnd_);
     }
-    if (wire::seq_le(round_end_, ack_psn)) {
+    if (int32_t(ack_psn - round_end_) >= 0) {  // serial-number compare (R-PATH-1)
         // R-CC-2: one round (one window of data) observed: fold the marked fraction into alpha.
         const double f = round_acked_ ? double(round_marked_) / double(round_acked_) : 0.0;
         alpha_ = (1.0 - cfg_.dctcp_g) * alpha_ + cfg_.dctcp_g * std::min(1.0, f);
@@ -45,6 +44,7 @@ void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint3
         round_end_ = snd_nxt;
         round_acked_ = round_marked_ = 0;
         cut_this_round_ = false;
+        ++rounds_;
     }
 }
 

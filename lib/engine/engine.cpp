@@ -204,8 +204,7 @@ Status Engine::disconnect(uint32_t id) {
     if (!c) return Status::no_such_object;
     if (c->state == ConnState::closed || c->state == ConnState::error) return Status::ok;
     if (c->state != ConnState::established) {
-        c->state = ConnState::closed;
-        impl_->event(EventKind::closed, *c);
+        impl_->close_conn(*c);
         return Status::ok;
     }
     c->state = ConnState::closing;
@@ -420,17 +419,15 @@ void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus s
     advance_sq(c, s);
 }
 
-// R-CONN-6: the connection is lost: every outstanding request and receive
-// completes with transport_err, in order.
-void Engine::Impl::conn_error(Conn& c) {
-    if (c.state == ConnState::error) return;
-    c.state = ConnState::error;
+// Completes every outstanding request and receive of the connection with
+// `status`, in order, and stops all transmission of data.
+void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     for (Stream& s : c.streams) {
         for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
             SendWqe& w = s.sq[m % s.sq.size()];
             if (!w.done) {
                 w.done = true;
-                w.status = WcStatus::transport_err;
+                w.status = status;
             }
         }
         s.error = true;
@@ -441,7 +438,7 @@ void Engine::Impl::conn_error(Conn& c) {
             cpl.wr_id = r.wr.wr_id;
             cpl.conn = c.id;
             cpl.stream = s.id;
-            cpl.status = WcStatus::transport_err;
+            cpl.status = status;
             cpl.opcode = WcOpcode::recv;
             push_cq(s.recv_cq, cpl);
             ++s.rq_done;
@@ -449,10 +446,26 @@ void Engine::Impl::conn_error(Conn& c) {
     }
     c.jobs.clear();
     c.retx.clear();
-    c.ctrl.clear();
     for (TxPath& p : c.paths) p.inflight = 0;
     c.csn_una = c.csn_nxt;
+}
+
+// R-CONN-6: the connection is lost: every outstanding request and receive
+// completes with transport_err, in order.
+void Engine::Impl::conn_error(Conn& c) {
+    if (c.state == ConnState::error) return;
+    c.state = ConnState::error;
+    flush_conn(c, WcStatus::transport_err);
+    c.ctrl.clear();
     event(EventKind::error, c);
+}
+
+// R-CONN-9: a closed connection flushes what is still outstanding.
+void Engine::Impl::close_conn(Conn& c) {
+    if (c.state == ConnState::closed) return;
+    c.state = ConnState::closed;
+    flush_conn(c, WcStatus::wr_flush_err);
+    event(EventKind::closed, c);
 }
 
 // ---------------- statistics ----------------

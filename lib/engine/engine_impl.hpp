@@ -43,6 +43,7 @@ struct TxPath {
     Time rto = 0;
     bool have_rtt = false;
     uint32_t marked_rounds = 0;  // consecutive rounds with CE, for re-routing (R-SCHED-5)
+    uint64_t rounds_seen = 0;
     PathWindow cc;
     PathStats st;
     std::array<PathTxSlot, kPathRing> ring{};
@@ -145,6 +146,8 @@ struct Stream {
     std::vector<RxMsg> rx;       // stream_depth slots, msg_seq % depth
     uint32_t rx_next = 0;        // next msg_seq to complete in order
     std::vector<RespJob> resp;   // stream_depth slots, msg_seq % depth
+    uint32_t last_nak_msg = 0;   // R-NAK-7: one stream_error NAK per message
+    bool nak_sent_once = false;
 };
 
 enum class JobKind : uint8_t { request, response };
@@ -277,6 +280,8 @@ struct Engine::Impl {
     void advance_sq(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);
     void conn_error(Conn& c);
+    void close_conn(Conn& c);
+    void flush_conn(Conn& c, WcStatus status);
     void establish(Conn& c, const wire::ConnectHeader& h, Time now);
 
     // tx

@@ -75,6 +75,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     case PacketType::ack: rx_ack(*c, pk, now); break;
     case PacketType::nak: rx_nak(*c, pk); break;
     case PacketType::probe: {
+        if (pk.common.path_id >= c->peer_paths) { ++st.rx_bad_path; break; }  // R-PATH-3
         CtrlItem it{CtrlKind::probe_reply, pk.common.path_id};
         it.a = pk.probe.probe_seq;
         it.b = pk.probe.ts;
@@ -103,10 +104,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         break;
     }
     case PacketType::disconnect_ack:
-        if (c->state == ConnState::closing) {
-            c->state = ConnState::closed;
-            event(EventKind::closed, *c);
-        }
+        if (c->state == ConnState::closing) close_conn(*c);
         break;
     default: break;
     }
@@ -253,7 +251,15 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         return Placed::ok;
     }
 
-    if (s.error) return Placed::stale;  // R-STREAM-3: an errored stream executes nothing more
+    if (s.error) {
+        // R-NAK-7: an errored stream executes nothing more and says so once per message.
+        if (d.msg_seq != s.last_nak_msg || !s.nak_sent_once) {
+            s.last_nak_msg = d.msg_seq;
+            s.nak_sent_once = true;
+            nak(c, d, Syndrome::stream_error);
+        }
+        return Placed::ok;
+    }
     if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
     if (d.msg_seq - s.rx_next >= s.rx.size()) return Placed::stale;  // R-STREAM-5: beyond stream_depth
     RxMsg& m = s.rx[d.msg_seq % s.rx.size()];
@@ -380,7 +386,7 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         if ((m.opcode == Opcode::send || m.opcode == Opcode::send_imm) &&
             (m.status == WcStatus::loc_len_err || m.status == WcStatus::loc_prot_err) && m.recv_seq == s.rq_done)
             recv_completion(m.status);
-        stream_error(c, s, s.sq_tail, WcStatus::wr_flush_err);
+        stream_error(c, s, s.sq_head - 1, WcStatus::wr_flush_err);  // flushes every outstanding request
         return;
     }
     switch (m.opcode) {
@@ -571,17 +577,16 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     const uint32_t marked = a.ce_count;
     if (marked) p.st.ce_marks += marked;
-    const uint32_t before = p.cc.rounds_since_mark();
     p.cc.on_ack(std::max<uint32_t>(newly, marked), cfg.cc.ecn ? marked : 0, a.cum_psn, p.snd_nxt);
-    // R-SCHED-5: a path that stays marked round after round is moved to a new route.
-    if (cfg.reroute_after_marks && p.cc.rounds_since_mark() == 0 && before != 0) {
-        if (++p.marked_rounds >= cfg.reroute_after_marks) {
+    // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
+    if (cfg.reroute_after_marks && p.cc.rounds() != p.rounds_seen) {
+        p.rounds_seen = p.cc.rounds();
+        p.marked_rounds = p.cc.rounds_since_mark() == 0 ? p.marked_rounds + 1 : 0;
+        if (p.marked_rounds >= cfg.reroute_after_marks) {
             p.marked_rounds = 0;
-            p.entropy = uint16_t(p.entropy + c.paths.size());
+            p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
             ++p.st.rerouted;
         }
-    } else if (p.cc.rounds_since_mark() > 1) {
-        p.marked_rounds = 0;
     }
 }
 

@@ -15,6 +15,11 @@ using wire::Opcode;
 
 static constexpr Time kNever = std::numeric_limits<Time>::max();
 
+// R-TIMER-3: the effective RTO doubles per consecutive timeout, up to max_rto.
+static Time backed_off_rto(const TxPath& p, const EngineConfig& cfg) {
+    return std::min<Time>(p.rto << std::min<uint32_t>(p.consecutive_timeouts, 16), cfg.max_rto);
+}
+
 // R-SCHED-1: a path may take a packet when it is active, under its window and
 // inside its SACK span. The scheduler and the deadline both ask this.
 static bool path_open(const TxPath& p) {
@@ -74,10 +79,8 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
         while (n < max && !c->ctrl.empty()) {
             if (emit_ctrl(*c, out[n], now)) ++n;
         }
-        if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty()) {
-            c->state = ConnState::closed;  // peer-initiated close: our DISCONNECT_ACK is out
-            event(EventKind::closed, *c);
-        }
+        if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
+            close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
         if (c->state != ConnState::established && c->state != ConnState::closing) continue;
         if (c->acks_pending) {
             for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
@@ -330,8 +333,7 @@ void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now
     p.st.tx_bytes += t.payload_len;
     ++c.st.tx_data_packets;
     c.st.tx_payload_bytes += t.payload_len;
-    const Time rto = p.rto << std::min<uint32_t>(p.consecutive_timeouts, 6);
-    next_timer = std::min(next_timer, now + rto);
+    next_timer = std::min(next_timer, now + backed_off_rto(p, cfg));
 }
 
 bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
@@ -406,8 +408,7 @@ void Engine::Impl::timers(Time now) {
         case ConnState::closing:
             if (c->ctrl_retries < 1000 && c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 if (++c->ctrl_retries >= 3) {
-                    c->state = ConnState::closed;
-                    event(EventKind::closed, *c);
+                    close_conn(*c);
                     continue;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::disconnect, kControlPath});
@@ -441,7 +442,7 @@ void Engine::Impl::timers(Time now) {
             }
             if (p.snd_una == p.snd_nxt) continue;
             const PathTxSlot& oldest = p.ring[p.snd_una & (kPathRing - 1)];
-            const Time rto = p.rto << std::min<uint32_t>(p.consecutive_timeouts, 6);  // R-TIMER-3: backoff
+            const Time rto = backed_off_rto(p, cfg);
             if (now >= oldest.sent + rto) {
                 path_timeout(*c, pi, now);
                 if (p.state == PathStateKind::failed) next = std::min(next, p.next_probe);

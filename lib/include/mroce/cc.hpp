@@ -39,6 +39,7 @@ public:
     // Rounds since the last round that saw a mark (0 = marked in this or the last round).
     uint32_t rounds_since_mark() const noexcept { return rounds_since_mark_; }
     uint64_t cuts() const noexcept { return cuts_; }
+    uint64_t rounds() const noexcept { return rounds_; }
 
 private:
     CcConfig cfg_;
@@ -51,6 +52,7 @@ private:
     bool cut_this_round_ = false;
     uint32_t rounds_since_mark_ = 1000;
     uint64_t cuts_ = 0;
+    uint64_t rounds_ = 0;
 };
 
 // Sender-side pacer toward the receiver's hint (R-HINT-5). Rate in kbit/s;

@@ -60,7 +60,7 @@ enum DataFlags : uint8_t {
 };
 
 enum AckFlags : uint8_t {
-    kAckCe = 1u << 0,  // the packet that triggered this ack carried CE
+    kAckCe = 1u << 0,  // a data packet on this path carried CE since the previous ack
 };
 
 // NAK syndromes (R-NAK-2).
