@@ -22,6 +22,10 @@ struct SackBitmap {
     // Advances cum past PSNs the sender resolved (R-PATH-5).
     void apply_floor(uint32_t floor) noexcept {
         if (wire::seq_le(floor, cum)) return;
+        if (!has_gap()) {  // nothing recorded above cum: just move it
+            cum = floor;
+            return;
+        }
         const uint32_t d = floor - cum;
         cum = floor;
         // The bit for PSN floor sits at index d-1: shift it to "cum itself",
@@ -44,6 +48,7 @@ struct SackBitmap {
     void mark(uint32_t psn) noexcept {
         if (psn == cum) {
             ++cum;
+            if (!has_gap()) return;  // the common in-order case: nothing to fold
             fold();
             return;
         }

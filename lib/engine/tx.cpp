@@ -197,15 +197,16 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
 int Engine::Impl::pick_path(Conn& c) {
     const uint32_t n = uint32_t(c.paths.size());
     int best = -1;
-    double best_score = 0;
-    for (uint32_t k = 0; k < n; ++k) {
-        const uint32_t i = (c.rr_path + k) % n;
+    uint64_t best_score = 0;
+    uint32_t i = c.rr_path;
+    for (uint32_t k = 0; k < n; ++k, i = (i + 1 == n) ? 0 : i + 1) {
         const TxPath& p = c.paths[i];
         if (!path_open(p)) continue;
-        const double w = std::max(1.0, p.cc.cwnd());
-        const double rtt = p.have_rtt ? double(p.srtt) : 0.0;
-        double score = (double(p.inflight) + 1.0) / w * (rtt + 1000.0);
-        if (p.cc.rounds_since_mark() == 0) score *= 4.0;  // R-SCHED-3: steer away from a fresh mark
+        // Fraction of the window in use, scaled by the path's RTT: free, fast
+        // paths first (R-SCHED-2). Fixed point keeps it cheap per packet.
+        const uint64_t w = uint64_t(std::max(1.0, p.cc.cwnd()) * 16.0);
+        uint64_t score = (uint64_t(p.inflight + 1) << 24) / w * ((p.have_rtt ? p.srtt : 0) / 64 + 16);
+        if (p.cc.rounds_since_mark() == 0) score *= 4;  // R-SCHED-3: steer away from a fresh mark
         if (best < 0 || score < best_score) {
             best = int(i);
             best_score = score;
