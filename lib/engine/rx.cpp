@@ -176,7 +176,12 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
                 ++c.st.rnr_drops;  // R-SEND-4: not acked; the sender's loss recovery resends it
                 return;
             }
-            if (r == Placed::stale) ++st.rx_stale;
+            if (r == Placed::stale) {
+                // Names a message that cannot be in flight: a corrupted or forged packet.
+                // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
+                ++st.rx_stale;
+                return;
+            }
             c.rx_csn.mark(d.csn);
             ++c.st.rx_data_packets;
             c.st.rx_payload_bytes += d.payload_len;
@@ -236,7 +241,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         const Opcode want = d.opcode == Opcode::read_resp ? Opcode::read_req : w.opcode;
         if (!w.active || w.msg_seq != d.msg_seq || w.done || w.opcode != want ||
             (d.opcode == Opcode::atomic_resp && !wire::is_atomic_req(w.opcode)) || d.msg_len != w.wr.length) {
-            return Placed::stale;
+            // A response can outlive its request legitimately (the stream was
+            // flushed meanwhile): acknowledge it so the responder stops resending.
+            ++st.rx_stale;
+            return Placed::ok;
         }
         if (d.opcode == Opcode::read_resp) {
             if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
