@@ -1,0 +1,723 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// mroce-perf: a perftest-style (ib_write_bw / ib_write_lat) benchmark over the
+// native API. One server process accepts one client, runs one test, exits.
+//
+// Setup is in-band: the client connects with mroce's own CONNECT handshake to
+// the server's well-known UDP port, then sends a Hello on control stream 0 (op,
+// size, streams, depth, its buffer's rkey/address for --lat); the server creates
+// the data streams 1..N and its buffer, and answers with the buffer's
+// rkey/address. At the end the client sends Done (messages per stream), the
+// server verifies what it holds and answers with a Result (verification and
+// its engine's drop counters), so the client's report covers both ends.
+//
+// The loop uses manual progress (no engine thread, no lock) with the device's
+// spin-then-block idle, so two processes sharing two cores do not starve.
+#include <getopt.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mroce/api.hpp"
+
+using namespace mroce;
+
+namespace {
+
+constexpr uint32_t kMagic = 0x6D524F50;  // "mROP"
+constexpr uint32_t kCtrl = 0;            // control stream id
+constexpr uint32_t kMaxStreams = 64;
+constexpr uint32_t kCtrlBuf = 1024;
+
+enum class Op : uint32_t { write = 1, send = 2, read = 3 };
+
+struct Hello {
+    uint32_t magic = kMagic;
+    uint32_t op = 0;
+    uint32_t size = 0;
+    uint32_t streams = 0;
+    uint32_t depth = 0;
+    uint32_t verify = 0;
+    uint32_t lat = 0;
+    uint32_t client_rkey = 0;
+    uint64_t client_addr = 0;
+};
+struct Reply {
+    uint32_t magic = kMagic;
+    uint32_t status = 0;  // 0 ok, else errno-like
+    uint32_t rkey = 0;
+    uint32_t slots = 0;   // buffer slots per stream
+    uint64_t addr = 0;
+};
+struct Done {
+    uint32_t magic = kMagic;
+    uint32_t streams = 0;
+    uint64_t msgs[kMaxStreams] = {};
+};
+// Server-side counters carried back to the client.
+struct Result {
+    uint32_t magic = kMagic;
+    uint32_t verify_ok = 0;
+    uint64_t mismatches = 0;
+    uint64_t received = 0;
+    uint64_t rx_packets = 0, rx_decode_errors = 0, rx_truncated = 0, rx_bad_version = 0, rx_bad_type = 0,
+             rx_oversized = 0, rx_inconsistent = 0, rx_unknown_conn = 0, rx_bad_path = 0, rx_stale = 0,
+             udp_rx_truncated = 0, injected_drops = 0, injected_ce = 0;
+};
+
+struct Opts {
+    std::string server;  // empty: server mode
+    uint16_t port = 0;   // 0: the config's
+    uint16_t local_port = 0;
+    uint32_t size = 65536;
+    uint64_t iters = 0;
+    double seconds = 0;
+    Op op = Op::write;
+    uint32_t paths = 0;
+    uint32_t streams = 1;
+    uint32_t depth = 0;
+    bool json = false;
+    bool verify = false;
+    bool lat = false;
+    std::string config;
+    std::string device;
+    double loss = 0, ce = 0;
+    uint64_t seed = 1;
+    uint32_t conn_timeout_ms = 0;
+    uint32_t accept_timeout_s = 60;
+};
+
+const char* op_name(Op o) { return o == Op::write ? "write" : o == Op::send ? "send" : "read"; }
+
+void usage(FILE* f) {
+    std::fprintf(f,
+        "usage: mroce-perf [options]               server: waits for one client, runs its test, exits\n"
+        "       mroce-perf [options] <server-ip>   client: runs the test against the server\n"
+        "  -p, --port P          server's well-known UDP port (default: the config's port, 4793)\n"
+        "      --local-port P    client's own well-known port (default: server port + 200);\n"
+        "                        path source ports are the next path_port_span ports after it\n"
+        "  -s, --size BYTES      message size (default 65536; --lat: 8)\n"
+        "  -n, --iters N         messages in total over all streams (default 5000 unless -D)\n"
+        "  -D, --duration S      run S seconds instead of a message count\n"
+        "      --op write|send|read   operation (default write)\n"
+        "  -t, --depth N         outstanding messages per stream (default ~4 MiB worth, 2..128)\n"
+        "      --paths N         paths this side sends on (read data flows server->client: give it\n"
+        "                        to the server too)\n"
+        "      --streams N       data streams (QPs) on the connection, 1..%u (default 1)\n"
+        "      --lat             latency mode: 8-byte RDMA WRITE ping-pong, reports round-trip time\n"
+        "      --verify          byte-exact check of the transferred data (costs CPU: memset/memcmp)\n"
+        "      --json            one JSON object on stdout instead of the table\n"
+        "      --config FILE     configuration file (default $MROCE_CONFIG, else built-in defaults)\n"
+        "      --device NAME     device section of the configuration (default: the first)\n"
+        "      --conn-timeout MS peer silent this long with work outstanding: connection error\n"
+        "      --accept-timeout S  server gives up waiting for a client after S seconds (default 60)\n"
+        "      --inject-loss P   TEST ONLY fault injector: drop received packets with probability P\n"
+        "      --inject-ce P     TEST ONLY fault injector: mark received packets CE with probability P\n"
+        "                        (both act on this process's receive side, before the engine sees\n"
+        "                        the packet; seeded by --seed, default 1)\n"
+        "  -h, --help\n"
+        "Prints a progress line on stderr once per second, then goodput (payload Gbit/s), message\n"
+        "rate, per-message completion latency percentiles (post to completion; --lat: round trip),\n"
+        "and per path: packets, retransmits, losses, timeouts, ECN marks.\n"
+        "Exit status: 0 ok, 1 usage/config error, 2 verification failed, 3 connection error.\n",
+        kMaxStreams);
+}
+
+[[noreturn]] void die_usage(const std::string& m) {
+    std::fprintf(stderr, "mroce-perf: %s (see --help)\n", m.c_str());
+    std::exit(1);
+}
+
+uint64_t num(const char* opt, const char* v, uint64_t lo, uint64_t hi) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        die_usage(std::string(opt) + ": expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                  ", got '" + v + "'");
+    return x;
+}
+double prob(const char* opt, const char* v) {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (!*v || *end || !(x >= 0 && x < 1)) die_usage(std::string(opt) + ": expected a probability in [0, 1)");
+    return x;
+}
+
+Opts parse(int argc, char** argv) {
+    Opts o;
+    enum { O_OP = 1000, O_PATHS, O_STREAMS, O_JSON, O_CONFIG, O_LOSS, O_CE, O_VERIFY, O_LAT, O_SEED, O_CT, O_LP,
+           O_DEV, O_AT };
+    static const option lo[] = {
+        {"port", required_argument, nullptr, 'p'},     {"size", required_argument, nullptr, 's'},
+        {"iters", required_argument, nullptr, 'n'},    {"duration", required_argument, nullptr, 'D'},
+        {"depth", required_argument, nullptr, 't'},    {"op", required_argument, nullptr, O_OP},
+        {"paths", required_argument, nullptr, O_PATHS}, {"streams", required_argument, nullptr, O_STREAMS},
+        {"json", no_argument, nullptr, O_JSON},        {"config", required_argument, nullptr, O_CONFIG},
+        {"inject-loss", required_argument, nullptr, O_LOSS}, {"inject-ce", required_argument, nullptr, O_CE},
+        {"verify", no_argument, nullptr, O_VERIFY},    {"lat", no_argument, nullptr, O_LAT},
+        {"seed", required_argument, nullptr, O_SEED},  {"conn-timeout", required_argument, nullptr, O_CT},
+        {"local-port", required_argument, nullptr, O_LP}, {"device", required_argument, nullptr, O_DEV},
+        {"accept-timeout", required_argument, nullptr, O_AT},
+        {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0}};
+    bool size_given = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "p:s:n:D:t:h", lo, nullptr)) != -1) {
+        switch (c) {
+        case 'p': o.port = uint16_t(num("--port", optarg, 1, 65535)); break;
+        case 's': o.size = uint32_t(num("--size", optarg, 1, 1u << 30)); size_given = true; break;
+        case 'n': o.iters = num("--iters", optarg, 1, UINT64_MAX); break;
+        case 'D': {
+            char* end = nullptr;
+            o.seconds = std::strtod(optarg, &end);
+            if (!*optarg || *end || !(o.seconds > 0 && o.seconds <= 3600)) die_usage("--duration: expected seconds in (0, 3600]");
+            break;
+        }
+        case 't': o.depth = uint32_t(num("--depth", optarg, 1, 256)); break;
+        case O_OP:
+            if (!std::strcmp(optarg, "write")) o.op = Op::write;
+            else if (!std::strcmp(optarg, "send")) o.op = Op::send;
+            else if (!std::strcmp(optarg, "read")) o.op = Op::read;
+            else die_usage(std::string("--op: expected write, send or read, got '") + optarg + "'");
+            break;
+        case O_PATHS: o.paths = uint32_t(num("--paths", optarg, 1, 256)); break;
+        case O_STREAMS: o.streams = uint32_t(num("--streams", optarg, 1, kMaxStreams)); break;
+        case O_JSON: o.json = true; break;
+        case O_CONFIG: o.config = optarg; break;
+        case O_DEV: o.device = optarg; break;
+        case O_LOSS: o.loss = prob("--inject-loss", optarg); break;
+        case O_CE: o.ce = prob("--inject-ce", optarg); break;
+        case O_VERIFY: o.verify = true; break;
+        case O_LAT: o.lat = true; break;
+        case O_SEED: o.seed = num("--seed", optarg, 1, UINT64_MAX); break;
+        case O_CT: o.conn_timeout_ms = uint32_t(num("--conn-timeout", optarg, 1, 3'600'000)); break;
+        case O_LP: o.local_port = uint16_t(num("--local-port", optarg, 1, 65535)); break;
+        case O_AT: o.accept_timeout_s = uint32_t(num("--accept-timeout", optarg, 1, 86400)); break;
+        case 'h': usage(stdout); std::exit(0);
+        default: usage(stderr); std::exit(1);
+        }
+    }
+    if (optind < argc) o.server = argv[optind++];
+    if (optind < argc) die_usage(std::string("unexpected argument '") + argv[optind] + "'");
+    if (o.lat && !size_given) o.size = 8;
+    if (o.lat && o.size != 8) die_usage("--lat measures 8-byte writes; drop -s");
+    if (o.iters && o.seconds > 0) die_usage("give -n or -D, not both");
+    if (!o.iters && o.seconds <= 0) o.iters = o.lat ? 10000 : 5000;
+    return o;
+}
+
+// Deterministic content of a message slot, so both ends can check it without
+// shipping the data twice.
+inline uint64_t mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+void fill_pattern(uint8_t* p, size_t len, uint32_t stream, uint32_t slot) {
+    const uint64_t seed = mix((uint64_t(stream) << 32) | slot);
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        const uint64_t v = seed ^ (i * 0x100000001B3ull);
+        std::memcpy(p + i, &v, 8);
+    }
+    const uint64_t v = seed ^ (i * 0x100000001B3ull);
+    std::memcpy(p + i, &v, len - i);
+}
+bool check_pattern(const uint8_t* p, size_t len, uint32_t stream, uint32_t slot, std::vector<uint8_t>& scratch) {
+    scratch.resize(len);
+    fill_pattern(scratch.data(), len, stream, slot);
+    return std::memcmp(p, scratch.data(), len) == 0;
+}
+
+uint32_t default_depth(uint32_t size) { return std::clamp<uint32_t>(uint32_t((4u << 20) / std::max(size, 1u)), 2, 128); }
+
+struct Ctrl {
+    Device& dev;
+    Connection conn;
+    uint32_t cq;
+    MemoryRegion mr;
+    std::vector<uint8_t>& mem;  // [0, 8*kCtrlBuf): receive slots; [8*kCtrlBuf, +kCtrlBuf): send buffer
+    uint64_t sent = 0;
+
+    void post_recvs() {
+        for (uint32_t i = 0; i < 8; ++i) conn.post_recv(kCtrl, RecvWr{i, mr.iova(i * kCtrlBuf), kCtrlBuf, mr.lkey});
+    }
+    template <class T>
+    void send(const T& m) {
+        static_assert(sizeof(T) <= kCtrlBuf);
+        std::memcpy(mem.data() + 8 * kCtrlBuf, &m, sizeof m);
+        conn.post_send(kCtrl, Connection::send_wr(1ull << 63 | sent++, mr, mr.iova(8 * kCtrlBuf), sizeof m));
+    }
+    // Polls the control CQ once: returns the received message's bytes, or empty.
+    bool poll(std::vector<uint8_t>& out) {
+        Completion c[8];
+        const size_t n = dev.poll_cq(cq, c, 8);
+        bool got = false;
+        for (size_t i = 0; i < n; ++i) {
+            if (c[i].status != WcStatus::success) {
+                conn.check();
+                throw ConnectionError(std::string("control message completed with ") + to_string(c[i].status));
+            }
+            if (c[i].opcode == WcOpcode::recv) {
+                const uint64_t slot = c[i].wr_id;
+                out.assign(mem.data() + slot * kCtrlBuf, mem.data() + slot * kCtrlBuf + c[i].byte_len);
+                conn.post_recv(kCtrl, RecvWr{slot, mr.iova(slot * kCtrlBuf), kCtrlBuf, mr.lkey});
+                got = true;
+            }
+        }
+        return got;
+    }
+    template <class T>
+    T wait(const char* what, Time timeout_ns, const std::function<void()>& each = {}) {
+        std::vector<uint8_t> b;
+        const Time end = dev.now() + timeout_ns;
+        for (;;) {
+            const bool moved = dev.progress() != 0;
+            if (each) each();
+            if (poll(b)) {
+                T m;
+                if (b.size() != sizeof m) throw Error(std::string(what) + ": unexpected message size " + std::to_string(b.size()));
+                std::memcpy(&m, b.data(), sizeof m);
+                if (m.magic != kMagic) throw Error(std::string(what) + ": bad magic");
+                return m;
+            }
+            conn.check();
+            if (dev.now() > end) throw TimeoutError(std::string("no ") + what + " from the peer in time");
+            dev.idle(moved);
+        }
+    }
+};
+
+struct PathRow {
+    PathStats ps;
+};
+
+double pct(std::vector<uint32_t>& v, double q) {
+    if (v.empty()) return 0;
+    const size_t k = std::min(v.size() - 1, size_t(q * double(v.size())));
+    std::nth_element(v.begin(), v.begin() + long(k), v.end());
+    return v[k] / 1000.0;
+}
+
+void print_engine_json(FILE* f, const EngineStats& e, const DeviceStats& d, const TransportStats& t) {
+    std::fprintf(f,
+        "{\"rx_packets\": %" PRIu64 ", \"tx_packets\": %" PRIu64 ", \"rx_decode_errors\": %" PRIu64
+        ", \"rx_truncated\": %" PRIu64 ", \"rx_bad_version\": %" PRIu64 ", \"rx_bad_type\": %" PRIu64
+        ", \"rx_oversized\": %" PRIu64 ", \"rx_inconsistent\": %" PRIu64 ", \"rx_unknown_conn\": %" PRIu64
+        ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
+        ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 "}",
+        e.rx_packets, e.tx_packets, e.rx_decode_errors, e.rx_truncated, e.rx_bad_version, e.rx_bad_type,
+        e.rx_oversized, e.rx_inconsistent, e.rx_unknown_conn, e.rx_bad_path, e.rx_stale, t.rx_truncated,
+        d.injected_drops, d.injected_ce);
+}
+
+DeviceConfig make_cfg(const Opts& o, bool client) {
+    const Config cfg = load_config(o.config);
+    DeviceConfig d = cfg.device(o.device);
+    const uint16_t server_port = o.port ? o.port : d.port;
+    if (client) {
+        d.port = o.local_port ? o.local_port : uint16_t(server_port + 200);
+        d.path_port_base = 0;
+    } else if (o.port) {
+        d.port = o.port;
+        d.path_port_base = 0;
+    }
+    d.progress = ProgressMode::manual;
+    if (o.paths) d.engine.num_paths = uint16_t(o.paths);
+    if (o.conn_timeout_ms) d.engine.conn_timeout = Time(o.conn_timeout_ms) * 1'000'000;
+    d.inject_loss = o.loss;
+    d.inject_ce = o.ce;
+    d.inject_seed = o.seed;
+    return d;
+}
+
+constexpr uint32_t kAllAccess = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+void check_wc(const Completion& c, Connection& conn) {
+    if (c.status == WcStatus::success) return;
+    conn.check();
+    if (c.status == WcStatus::transport_err)
+        throw ConnectionError("stream " + std::to_string(c.stream) + ": work request failed: transport_err "
+                              "(peer unreachable)");
+    throw Error("stream " + std::to_string(c.stream) + ": work request failed: " + to_string(c.status));
+}
+
+// ---------------------------------------------------------------------------
+
+int run_server(const Opts& o) {
+    const DeviceConfig dc = make_cfg(o, false);
+    auto dev = open_device(dc);
+    const uint32_t pd = dev->alloc_pd();
+    const uint32_t ccq = dev->create_cq(64);
+    const uint32_t dcq = dev->create_cq(1 << 16);
+    std::vector<uint8_t> cmem(9 * kCtrlBuf);
+    const MemoryRegion cmr = dev->register_mr(pd, cmem.data(), cmem.size(), kAccessLocalWrite);
+    dev->set_accept_streams({StreamSpec{kCtrl, pd, ccq, ccq}});
+    if (!o.json)
+        std::fprintf(stderr, "mroce-perf server: listening on %s (%u paths, max_payload %u)\n",
+                     dev->transport().describe().c_str(), dc.engine.num_paths, dc.engine.max_payload);
+    Connection conn = dev->accept(Time(o.accept_timeout_s) * 1'000'000'000);
+    Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
+    ctrl.post_recvs();
+    const Hello h = ctrl.wait<Hello>("Hello", 10'000'000'000);
+    if (h.streams < 1 || h.streams > kMaxStreams || h.size < 1 || h.depth < 1 || h.depth > 256)
+        throw Error("client sent invalid parameters");
+    const Op op = Op(h.op);
+    const uint32_t slots = op == Op::send ? 2 * h.depth : h.depth;
+    const size_t size = h.lat ? 64 : h.size;
+    std::vector<uint8_t> mem(size_t(h.streams) * slots * size + 64);
+    const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
+    if (op == Op::read && !h.lat)
+        for (uint32_t s = 0; s < h.streams; ++s)
+            for (uint32_t k = 0; k < slots; ++k) fill_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k);
+    for (uint32_t s = 0; s < h.streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
+    if (op == Op::send)
+        for (uint32_t s = 0; s < h.streams; ++s)
+            for (uint32_t k = 0; k < slots; ++k)
+                conn.post_recv(s + 1, RecvWr{(uint64_t(s) << 32) | k, mr.iova((size_t(s) * slots + k) * size),
+                                             uint32_t(size), mr.lkey});
+    ctrl.send(Reply{kMagic, 0, mr.rkey, slots, mr.iova()});
+
+    std::vector<uint64_t> recvd(h.streams, 0);
+    uint64_t mismatches = 0, received = 0;
+    std::vector<uint8_t> scratch;
+    // Latency mode: answer each 8-byte write by writing it back.
+    volatile uint64_t* ping = reinterpret_cast<volatile uint64_t*>(mem.data());
+    uint64_t last_ping = 0;
+    const auto service = [&] {
+        Completion c[64];
+        size_t n;
+        while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
+            for (size_t i = 0; i < n; ++i) {
+                check_wc(c[i], conn);
+                if (c[i].opcode != WcOpcode::recv) continue;
+                const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
+                uint8_t* p = mem.data() + (size_t(s) * slots + k) * size;
+                if (h.verify) {
+                    if (c[i].byte_len != h.size ||
+                        !check_pattern(p, size, s + 1, uint32_t(recvd[s] % h.depth), scratch))
+                        ++mismatches;
+                    std::memset(p, 0, size);  // a stale copy must not pass the next check
+                }
+                ++recvd[s];
+                ++received;
+                conn.post_recv(s + 1, RecvWr{c[i].wr_id, mr.iova((size_t(s) * slots + k) * size), uint32_t(size), mr.lkey});
+            }
+        }
+        if (h.lat) {
+            const uint64_t v = *ping;
+            if (v != last_ping) {
+                last_ping = v;
+                std::memcpy(mem.data() + 8, &last_ping, 8);
+                conn.post_send(1, Connection::write_wr(v, mr, mr.iova(8), 8, h.client_addr, h.client_rkey, false));
+            }
+        }
+    };
+    const Done d = ctrl.wait<Done>("Done", 24ull * 3600 * 1'000'000'000, service);
+    if (op == Op::send) {
+        uint64_t want = 0;
+        for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
+        const Time end = dev->now() + 2'000'000'000;
+        while (received < want && dev->now() < end) {
+            dev->progress();
+            service();
+        }
+    }
+    if (h.verify && op == Op::write && !h.lat) {
+        for (uint32_t s = 0; s < h.streams; ++s)
+            for (uint32_t k = 0; k < slots && k < d.msgs[s]; ++k)
+                if (!check_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k, scratch)) ++mismatches;
+    }
+    uint64_t want = 0;
+    for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
+    const bool ok = mismatches == 0 && (op != Op::send || received == want);
+    const EngineStats e = dev->engine_stats();
+    const DeviceStats ds = dev->device_stats();
+    const TransportStats ts = dev->transport_stats();
+    Result r;
+    r.verify_ok = ok;
+    r.mismatches = mismatches;
+    r.received = received;
+    r.rx_packets = e.rx_packets;
+    r.rx_decode_errors = e.rx_decode_errors;
+    r.rx_truncated = e.rx_truncated;
+    r.rx_bad_version = e.rx_bad_version;
+    r.rx_bad_type = e.rx_bad_type;
+    r.rx_oversized = e.rx_oversized;
+    r.rx_inconsistent = e.rx_inconsistent;
+    r.rx_unknown_conn = e.rx_unknown_conn;
+    r.rx_bad_path = e.rx_bad_path;
+    r.rx_stale = e.rx_stale;
+    r.udp_rx_truncated = ts.rx_truncated;
+    r.injected_drops = ds.injected_drops;
+    r.injected_ce = ds.injected_ce;
+    ctrl.send(r);
+    // Let the Result be acked before closing, so the client does not wait on a retransmit.
+    const Time end = dev->now() + 500'000'000;
+    for (std::vector<uint8_t> b; dev->now() < end;) {
+        const bool moved = dev->progress() != 0;
+        Completion c[8];
+        bool done = false;
+        for (size_t n = dev->poll_cq(ccq, c, 8), i = 0; i < n; ++i)
+            if (c[i].opcode == WcOpcode::send && c[i].wr_id == (1ull << 63 | (ctrl.sent - 1))) done = true;
+        if (done) break;
+        dev->idle(moved);
+    }
+    if (o.json) {
+        std::printf("{\"role\": \"server\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, \"received\": %" PRIu64
+                    ", \"verify\": \"%s\", \"mismatches\": %" PRIu64 ", \"engine\": ",
+                    op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "fail") : "off", mismatches);
+        print_engine_json(stdout, e, ds, ts);
+        std::printf("}\n");
+    } else {
+        std::printf("server: %s %u B x %u streams, %" PRIu64 " messages received, verify %s; drops: decode %" PRIu64
+                    ", unknown conn %" PRIu64 ", injected %" PRIu64 "\n",
+                    op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "FAILED") : "off",
+                    e.rx_decode_errors, e.rx_unknown_conn, ds.injected_drops);
+    }
+    std::fflush(stdout);
+    return h.verify && !ok ? 2 : 0;
+}
+
+// ---------------------------------------------------------------------------
+
+int run_client(const Opts& o) {
+    const DeviceConfig dc = make_cfg(o, true);
+    const Config base = load_config(o.config);
+    const uint16_t server_port = o.port ? o.port : base.device(o.device).port;
+    auto dev = open_device(dc);
+    const uint32_t pd = dev->alloc_pd();
+    const uint32_t ccq = dev->create_cq(64);
+    const uint32_t dcq = dev->create_cq(1 << 16);
+    std::vector<uint8_t> cmem(9 * kCtrlBuf);
+    const MemoryRegion cmr = dev->register_mr(pd, cmem.data(), cmem.size(), kAccessLocalWrite);
+    Connection conn = dev->connect(o.server, server_port, 5'000'000'000);
+    conn.create_stream(kCtrl, pd, ccq, ccq);
+    Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
+    ctrl.post_recvs();
+
+    const uint32_t streams = o.lat ? 1 : o.streams;
+    const uint32_t depth = o.lat ? 1 : (o.depth ? o.depth : default_depth(o.size));
+    const size_t size = o.lat ? 64 : o.size;
+    std::vector<uint8_t> mem(size_t(streams) * depth * size + 64);
+    const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
+    for (uint32_t s = 0; s < streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
+    if (o.op != Op::read)
+        for (uint32_t s = 0; s < streams; ++s)
+            for (uint32_t k = 0; k < depth; ++k) fill_pattern(mem.data() + (size_t(s) * depth + k) * size, size, s + 1, k);
+
+    Hello h;
+    h.op = uint32_t(o.op);
+    h.size = o.size;
+    h.streams = streams;
+    h.depth = depth;
+    h.verify = o.verify;
+    h.lat = o.lat;
+    h.client_rkey = mr.rkey;
+    h.client_addr = mr.iova();
+    ctrl.send(h);
+    const Reply rep = ctrl.wait<Reply>("Reply", 10'000'000'000);
+    if (rep.status != 0) throw Error("server refused the test");
+
+    std::vector<uint64_t> posted(streams, 0), done(streams, 0);
+    std::vector<Time> post_time(size_t(streams) * depth, 0);
+    std::vector<uint32_t> lat;
+    lat.reserve(1 << 20);
+    uint64_t mismatches = 0, total_done = 0, total_posted = 0;
+    std::vector<uint8_t> scratch;
+    const Time t0 = dev->now();
+    const Time t_end = o.seconds > 0 ? t0 + Time(o.seconds * 1e9) : UINT64_MAX;
+    Time next_report = t0 + 1'000'000'000;
+    uint64_t last_done = 0;
+    Time last_t = t0;
+    uint32_t check_ctr = 0;
+
+    const auto report = [&](Time now) {
+        if (o.json || now < next_report) return;
+        const double dt = double(now - last_t) / 1e9;
+        const uint64_t dm = total_done - last_done;
+        const ConnStats cs = conn.stats();
+        std::fprintf(stderr, "[%6.1fs] %8.3f Gbit/s  %10.0f msg/s  retransmits %" PRIu64 "\n", double(now - t0) / 1e9,
+                     double(dm) * double(o.size) * 8 / dt / 1e9, double(dm) / dt, cs.retransmits);
+        last_done = total_done;
+        last_t = now;
+        next_report += 1'000'000'000;
+    };
+
+    if (o.lat) {
+        volatile uint64_t* pong = reinterpret_cast<volatile uint64_t*>(mem.data());
+        for (uint64_t i = 1; o.seconds > 0 ? dev->now() < t_end : i <= o.iters; ++i) {
+            std::memcpy(mem.data() + 8, &i, 8);
+            const Time ts = dev->now();
+            conn.post_send(1, Connection::write_wr(i, mr, mr.iova(8), 8, rep.addr, rep.rkey, false));
+            while (*pong != i) {
+                const bool moved = dev->progress() != 0;
+                Completion c[16];
+                for (size_t n = dev->poll_cq(dcq, c, 16), k = 0; k < n; ++k) check_wc(c[k], conn);
+                if (!moved && (++check_ctr & 1023) == 0) conn.check();
+                // Pure spin: yielding to epoll here would add a wakeup to every round trip.
+                if (!moved) dev->idle(true);
+            }
+            const Time te = dev->now();
+            lat.push_back(uint32_t(std::min<Time>(te - ts, UINT32_MAX)));
+            ++total_done;
+            report(te);
+        }
+        posted[0] = done[0] = total_done;
+    } else {
+        const auto slot_ptr = [&](uint32_t s, uint32_t k) { return mem.data() + (size_t(s) * depth + k) * size; };
+        for (;;) {
+            Time now = dev->now();
+            const bool more = o.seconds > 0 ? now < t_end : total_posted < o.iters;
+            bool active = false;
+            if (more) {
+                for (uint32_t s = 0; s < streams; ++s) {
+                    while (posted[s] - done[s] < depth && (o.seconds > 0 || total_posted < o.iters)) {
+                        const uint32_t k = uint32_t(posted[s] % depth);
+                        const uint64_t id = (uint64_t(s) << 32) | k;
+                        const uint64_t laddr = mr.iova((size_t(s) * depth + k) * size);
+                        const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + k) * size;
+                        SendWr wr;
+                        if (o.op == Op::write) wr = Connection::write_wr(id, mr, laddr, o.size, raddr, rep.rkey);
+                        else if (o.op == Op::read) {
+                            if (o.verify) std::memset(slot_ptr(s, k), 0, size);
+                            wr = Connection::read_wr(id, mr, laddr, o.size, raddr, rep.rkey);
+                        } else wr = Connection::send_wr(id, mr, laddr, o.size);
+                        if (!conn.try_post_send(s + 1, wr)) break;
+                        post_time[size_t(s) * depth + k] = now;
+                        ++posted[s];
+                        ++total_posted;
+                        active = true;
+                    }
+                }
+            }
+            active |= dev->progress() != 0;
+            Completion c[64];
+            size_t n;
+            now = dev->now();
+            while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
+                for (size_t i = 0; i < n; ++i) {
+                    check_wc(c[i], conn);
+                    const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
+                    if (o.op == Op::read && o.verify && !check_pattern(slot_ptr(s, k), size, s + 1, k, scratch))
+                        ++mismatches;
+                    if (lat.size() < (64u << 20)) lat.push_back(uint32_t(std::min<Time>(now - post_time[size_t(s) * depth + k], UINT32_MAX)));
+                    ++done[s];
+                    ++total_done;
+                }
+                active = true;
+            }
+            if (!more && total_done == total_posted) break;
+            if (!active && (++check_ctr & 255) == 0) conn.check();
+            if ((check_ctr & 63) == 0) report(now);
+            ++check_ctr;
+            dev->idle(active);
+        }
+    }
+    const Time t1 = dev->now();
+    Done d;
+    d.streams = streams;
+    for (uint32_t s = 0; s < streams; ++s) d.msgs[s] = done[s];
+    ctrl.send(d);
+    const Result r = ctrl.wait<Result>("Result", 10'000'000'000);
+
+    const double secs = double(t1 - t0) / 1e9;
+    const double gbps = double(total_done) * double(o.size) * 8 / secs / 1e9;
+    const double rate = double(total_done) / secs;
+    const double p50 = pct(lat, 0.5), p99 = pct(lat, 0.99), p999 = pct(lat, 0.999);
+    const ConnStats cs = conn.stats();
+    const bool verified = r.verify_ok && mismatches == 0;
+    const EngineStats e = dev->engine_stats();
+    const DeviceStats ds = dev->device_stats();
+    const TransportStats ts = dev->transport_stats();
+    std::vector<PathStats> paths(cs.num_paths);
+    for (uint16_t p = 0; p < cs.num_paths; ++p) paths[p] = conn.path_stats(p);
+    const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
+    if (o.json) {
+        std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
+                    "\"depth\": %u, \"paths\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
+                    ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_p50_us\": %.3f, "
+                    "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
+                    ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
+                    ", \"inject_loss\": %g, \"inject_ce\": %g, \"path\": [",
+                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, unsigned(cs.num_paths), total_done,
+                    total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
+                    cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce);
+        for (size_t p = 0; p < paths.size(); ++p)
+            std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
+                        ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"ce_marks\": %" PRIu64
+                        ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"cwnd\": %.1f}",
+                        p ? ", " : "", p, paths[p].state == PathStateKind::active ? "active" : "failed",
+                        paths[p].tx_packets, paths[p].retransmits, paths[p].losses, paths[p].timeouts,
+                        paths[p].ce_marks, paths[p].rx_packets, paths[p].rx_ce, double(paths[p].srtt) / 1e3,
+                        paths[p].cwnd);
+        std::printf("], \"engine\": ");
+        print_engine_json(stdout, e, ds, ts);
+        std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64
+                    ", \"engine\": {\"rx_packets\": %" PRIu64 ", \"rx_decode_errors\": %" PRIu64
+                    ", \"rx_truncated\": %" PRIu64 ", \"rx_bad_version\": %" PRIu64 ", \"rx_bad_type\": %" PRIu64
+                    ", \"rx_oversized\": %" PRIu64 ", \"rx_inconsistent\": %" PRIu64 ", \"rx_unknown_conn\": %" PRIu64
+                    ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
+                    ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 "}}}\n",
+                    r.verify_ok, r.mismatches, r.received, r.rx_packets, r.rx_decode_errors, r.rx_truncated,
+                    r.rx_bad_version, r.rx_bad_type, r.rx_oversized, r.rx_inconsistent, r.rx_unknown_conn,
+                    r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
+    } else {
+        std::printf("---------------------------------------------------------------------------\n");
+        std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u  paths %u  loss %g  ce %g\n",
+                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, unsigned(cs.num_paths), o.loss, o.ce);
+        std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
+                    o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",
+                    "verify");
+        std::printf(" %-10" PRIu64 " %-12.3f %-12.0f %-10.2f %-10.2f %-10.2f %-8s\n", total_done, gbps, rate, p50,
+                    p99, p999, vs);
+        std::printf(" retransmits %" PRIu64 "  duplicates %" PRIu64 "  rnr_drops %" PRIu64
+                    "  injected drops (client rx) %" PRIu64 " (server rx) %" PRIu64 "\n",
+                    cs.retransmits, cs.duplicates, cs.rnr_drops, ds.injected_drops, r.injected_drops);
+        std::printf(" %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-9s\n", "path", "state", "tx_packets", "retx", "losses",
+                    "rto", "ce", "srtt us");
+        for (size_t p = 0; p < paths.size(); ++p)
+            std::printf(" %-5zu %-7s %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-9.1f\n", p,
+                        paths[p].state == PathStateKind::active ? "active" : "failed", paths[p].tx_packets,
+                        paths[p].retransmits, paths[p].losses, paths[p].timeouts, paths[p].ce_marks,
+                        double(paths[p].srtt) / 1e3);
+        std::printf(" drops at server: decode %" PRIu64 "  unknown conn %" PRIu64 "  stale %" PRIu64 "\n",
+                    r.rx_decode_errors, r.rx_unknown_conn, r.rx_stale);
+        std::printf("---------------------------------------------------------------------------\n");
+    }
+    std::fflush(stdout);
+    conn.disconnect();
+    for (int i = 0; i < 1000; ++i) dev->progress();  // let the DISCONNECT leave
+    return o.verify && !verified ? 2 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const Opts o = parse(argc, argv);
+    try {
+        return o.server.empty() ? run_server(o) : run_client(o);
+    } catch (const ConfigError& e) {
+        std::fprintf(stderr, "mroce-perf: configuration error: %s\n", e.what());
+        return 1;
+    } catch (const ConnectionError& e) {
+        std::fprintf(stderr, "mroce-perf: connection error: %s\n", e.what());
+        return 3;
+    } catch (const TimeoutError& e) {
+        std::fprintf(stderr, "mroce-perf: connection error: %s\n", e.what());
+        return 3;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "mroce-perf: error: %s\n", e.what());
+        return 1;
+    }
+}

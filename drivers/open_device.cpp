@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// open_device(): the one place that maps DeviceConfig::driver to a concrete
+// driver, so lib/ (the engine and the native API) never depends on drivers/.
+#include <arpa/inet.h>
+
+#include <string>
+#include <system_error>
+
+#include "mroce/api.hpp"
+#include "mroce/udp/loop.hpp"
+#include "mroce/udp/port.hpp"
+
+namespace mroce {
+
+namespace {
+
+class UdpTransport final : public Transport {
+public:
+    UdpTransport(const udp::UdpConfig& uc, udp::IdlePolicy ip) : port_(uc), waiter_(ip) {}
+    Time now() noexcept override { return udp::monotonic_ns(); }
+    size_t recv_burst(RxPacket* out, size_t max) override { return port_.recv_burst(out, max); }
+    size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) override {
+        return port_.send_burst(pkts, n, unsent);
+    }
+    bool idle(bool active, Time now, Time deadline) override { return waiter_.idle(port_, active, now, deadline); }
+    void wake() override { port_.wake(); }
+    uint32_t resolve_peer(const std::string& ip, uint16_t port) override {
+        try {
+            return port_.add_peer(ip, port);
+        } catch (const std::exception& e) {
+            throw Error("peer address " + ip + ":" + std::to_string(port) + ": " + e.what());
+        }
+    }
+    std::string peer_name(uint32_t peer) const override {
+        sockaddr_in sa{};
+        if (!port_.peer_address(peer, sa)) return "peer#" + std::to_string(peer);
+        char buf[INET_ADDRSTRLEN] = {};
+        inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
+        return std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
+    }
+    TransportStats stats() const override {
+        const auto& s = port_.stats();
+        TransportStats t;
+        t.tx_packets = s.tx_packets;
+        t.tx_bytes = s.tx_bytes;
+        t.tx_errors = s.tx_errors;
+        t.tx_syscalls = s.tx_syscalls;
+        t.rx_packets = s.rx_packets;
+        t.rx_bytes = s.rx_bytes;
+        t.rx_truncated = s.rx_truncated;
+        t.rx_errors = s.rx_errors;
+        t.rx_syscalls = s.rx_syscalls;
+        return t;
+    }
+    std::string describe() const override {
+        return "udp " + port_.config().local_ip + ":" + std::to_string(port_.config().listen_port);
+    }
+
+private:
+    udp::UdpPort port_;
+    udp::IdleWaiter waiter_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
+    if (cfg.driver == "udp") {
+        udp::UdpConfig uc;
+        uc.local_ip = cfg.address;
+        uc.listen_port = cfg.port;
+        uc.path_port_base = cfg.path_port_base ? cfg.path_port_base : uint16_t(cfg.port + 1);
+        uc.path_port_span = cfg.path_port_span;
+        uc.rx_batch = cfg.rx_batch;
+        uc.gso = cfg.gso;
+        uc.gro = cfg.gro;
+        // Every path socket up front: a lazy bind failing mid-run would show up as silent loss.
+        uc.open_paths = cfg.path_port_span;
+        udp::IdlePolicy ip;
+        ip.spin_ns = Time(cfg.spin_us) * 1000;
+        std::unique_ptr<Transport> t;
+        try {
+            t = std::make_unique<UdpTransport>(uc, ip);
+        } catch (const std::exception& e) {
+            throw Error("device '" + cfg.name + "' (udp " + cfg.address + ":" + std::to_string(cfg.port) +
+                        "): " + e.what());
+        }
+        return std::make_unique<Device>(cfg, std::move(t));
+    }
+    if (cfg.driver == "dpdk")
+        throw Error("device '" + cfg.name + "': driver dpdk is not available through the native API yet " +
+                    "(use app/dpdk-bench)");
+    throw Error("device '" + cfg.name + "': unknown driver '" + cfg.driver + "'");
+}
+
+}  // namespace mroce

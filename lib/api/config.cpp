@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// The configuration format (config/mroce.conf is the documented example):
+// INI-like, '#' or ';' comments, "key = value" lines, sections [engine]
+// (knobs applied to every device) and [device NAME]. Parsed here by hand so the
+// library takes no dependency for it.
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "mroce/api.hpp"
+
+namespace mroce {
+
+namespace {
+
+std::string trim(std::string_view s) {
+    size_t a = 0, b = s.size();
+    while (a < b && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r')) ++a;
+    while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t' || s[b - 1] == '\r')) --b;
+    return std::string(s.substr(a, b - a));
+}
+
+struct Where {
+    const std::string& origin;
+    size_t line;
+    std::string key;
+    [[noreturn]] void bad(const std::string& why, const std::string& value) const {
+        throw ConfigError(origin + ":" + std::to_string(line) + ": key '" + key + "': " + why + " (got '" + value +
+                          "')");
+    }
+};
+
+uint64_t parse_uint(const Where& w, const std::string& v, uint64_t lo, uint64_t hi) {
+    if (v.empty() || v[0] == '-' || v[0] == '+')
+        w.bad("expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi), v);
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    if (errno || *end) w.bad("expected an integer in " + std::to_string(lo) + ".." + std::to_string(hi), v);
+    if (x < lo || x > hi) w.bad("out of range " + std::to_string(lo) + ".." + std::to_string(hi), v);
+    return x;
+}
+
+bool parse_bool(const Where& w, const std::string& v) {
+    if (v == "true" || v == "yes" || v == "on" || v == "1") return true;
+    if (v == "false" || v == "no" || v == "off" || v == "0") return false;
+    w.bad("expected true or false", v);
+}
+
+// Engine knobs: valid in [engine] (every device) and in [device NAME] (that one).
+bool engine_key(const Where& w, const std::string& k, const std::string& v, EngineConfig& e) {
+    constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
+    if (k == "paths") e.num_paths = uint16_t(parse_uint(w, v, 1, 256));
+    else if (k == "max_payload") e.max_payload = uint16_t(parse_uint(w, v, 64, 9000));
+    else if (k == "rx_capacity_mbps") e.rx_capacity_mbps = uint32_t(parse_uint(w, v, 1, kU32));
+    else if (k == "stream_depth") e.stream_depth = uint32_t(parse_uint(w, v, 1, 65536));
+    else if (k == "recv_depth") e.recv_depth = uint32_t(parse_uint(w, v, 1, 1u << 20));
+    else if (k == "csn_window") {
+        const uint64_t x = parse_uint(w, v, 64, 1u << 20);
+        if (x & (x - 1)) w.bad("must be a power of two", v);
+        e.csn_window = uint32_t(x);
+    } else if (k == "rate_hints") e.rate_hints = parse_bool(w, v);
+    else if (k == "accept_incoming") e.accept_incoming = parse_bool(w, v);
+    else if (k == "initial_rto_us") e.initial_rto = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "min_rto_us") e.min_rto = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "max_rto_us") e.max_rto = parse_uint(w, v, 1, 600'000'000) * 1000;
+    else if (k == "fail_after_timeouts") e.fail_after_timeouts = uint32_t(parse_uint(w, v, 1, 1000));
+    else if (k == "probe_interval_us") e.probe_interval = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "conn_timeout_ms") e.conn_timeout = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
+    else if (k == "connect_retry_ms") e.connect_retry = parse_uint(w, v, 1, 60'000) * 1'000'000;
+    else if (k == "hint_interval_us") e.hint_interval = parse_uint(w, v, 0, 60'000'000) * 1000;
+    else if (k == "ack_delay_us") e.ack_delay = parse_uint(w, v, 0, 1'000'000) * 1000;
+    else if (k == "reroute_after_marks") e.reroute_after_marks = uint32_t(parse_uint(w, v, 0, 1'000'000));
+    else return false;
+    return true;
+}
+
+bool device_key(const Where& w, const std::string& k, const std::string& v, DeviceConfig& d) {
+    if (k == "driver") {
+        if (v != "udp" && v != "dpdk") w.bad("expected udp or dpdk", v);
+        d.driver = v;
+    } else if (k == "address") {
+        in_addr a{};
+        if (inet_pton(AF_INET, v.c_str(), &a) != 1) w.bad("expected an IPv4 address", v);
+        d.address = v;
+    } else if (k == "port") d.port = uint16_t(parse_uint(w, v, 1, 65535));
+    else if (k == "path_port_base") d.path_port_base = uint16_t(parse_uint(w, v, 0, 65535));
+    else if (k == "path_port_span") d.path_port_span = uint16_t(parse_uint(w, v, 1, 4096));
+    else if (k == "progress") {
+        if (v == "manual") d.progress = ProgressMode::manual;
+        else if (v == "auto") d.progress = ProgressMode::automatic;
+        else w.bad("expected manual or auto", v);
+    } else if (k == "spin_us") d.spin_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
+    else if (k == "rx_batch") d.rx_batch = uint32_t(parse_uint(w, v, 1, 1024));
+    else if (k == "gso") d.gso = parse_bool(w, v);
+    else if (k == "gro") d.gro = parse_bool(w, v);
+    else return engine_key(w, k, v, d.engine);
+    return true;
+}
+
+void check_device(const std::string& origin, const DeviceConfig& d) {
+    const auto bad = [&](const std::string& key, const std::string& why) {
+        throw ConfigError(origin + ": device '" + d.name + "': key '" + key + "': " + why);
+    };
+    const uint32_t base = d.path_port_base ? d.path_port_base : uint32_t(d.port) + 1;
+    if (base + d.path_port_span - 1 > 65535) bad("path_port_span", "path ports run past 65535");
+    if (d.port >= base && d.port < base + d.path_port_span) bad("path_port_base", "path ports overlap the listen port");
+    if (d.engine.min_rto > d.engine.max_rto) bad("min_rto_us", "larger than max_rto_us");
+}
+
+}  // namespace
+
+const DeviceConfig& Config::device(const std::string& name) const {
+    if (devices.empty()) throw ConfigError(origin + ": no device configured");
+    if (name.empty()) return devices.front();
+    for (const auto& d : devices)
+        if (d.name == name) return d;
+    throw ConfigError(origin + ": no device named '" + name + "'");
+}
+
+Config parse_config(std::string_view text, const std::string& origin) {
+    Config cfg;
+    cfg.origin = origin;
+    // [engine] keys apply to every device whatever the order of the sections,
+    // so they are replayed before each device's own keys.
+    struct Kv {
+        size_t line;
+        std::string k, v;
+    };
+    std::vector<Kv> engine_kvs;
+    std::vector<std::pair<std::string, std::vector<Kv>>> devs;
+    enum { none, engine, device } sec = none;
+    size_t lineno = 0;
+    std::istringstream in{std::string(text)};
+    std::string raw;
+    while (std::getline(in, raw)) {
+        ++lineno;
+        std::string line = trim(raw);
+        if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+        if (line[0] == '[') {
+            if (line.back() != ']')
+                throw ConfigError(origin + ":" + std::to_string(lineno) + ": section header without ']'");
+            const std::string name = trim(std::string_view(line).substr(1, line.size() - 2));
+            if (name == "engine") sec = engine;
+            else if (name.rfind("device", 0) == 0) {
+                std::string dn = trim(std::string_view(name).substr(6));
+                if (dn.empty()) dn = "default";
+                for (const auto& d : devs)
+                    if (d.first == dn)
+                        throw ConfigError(origin + ":" + std::to_string(lineno) + ": device '" + dn +
+                                          "' defined twice");
+                devs.emplace_back(dn, std::vector<Kv>{});
+                sec = device;
+            } else
+                throw ConfigError(origin + ":" + std::to_string(lineno) + ": unknown section [" + name +
+                                  "] (expected [engine] or [device NAME])");
+            continue;
+        }
+        const size_t eq = line.find('=');
+        if (eq == std::string::npos)
+            throw ConfigError(origin + ":" + std::to_string(lineno) + ": expected 'key = value', got '" + line + "'");
+        std::string k = trim(std::string_view(line).substr(0, eq));
+        std::string v = trim(std::string_view(line).substr(eq + 1));
+        if (const size_t h = v.find(" #"); h != std::string::npos) v = trim(std::string_view(v).substr(0, h));
+        if (k.empty()) throw ConfigError(origin + ":" + std::to_string(lineno) + ": empty key");
+        if (sec == none)
+            throw ConfigError(origin + ":" + std::to_string(lineno) + ": key '" + k +
+                              "' outside a section ([engine] or [device NAME])");
+        if (sec == engine) {
+            EngineConfig scratch;
+            if (!engine_key(Where{origin, lineno, k}, k, v, scratch))
+                throw ConfigError(origin + ":" + std::to_string(lineno) + ": key '" + k +
+                                  "': unknown in [engine]");
+            engine_kvs.push_back({lineno, k, v});
+        } else
+            devs.back().second.push_back({lineno, k, v});
+    }
+    if (devs.empty()) devs.emplace_back("default", std::vector<Kv>{});
+    for (const auto& [name, kvs] : devs) {
+        DeviceConfig d;
+        d.name = name;
+        for (const auto& kv : engine_kvs) engine_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, d.engine);
+        for (const auto& kv : kvs)
+            if (!device_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, d))
+                throw ConfigError(origin + ":" + std::to_string(kv.line) + ": key '" + kv.k +
+                                  "': unknown in [device " + name + "]");
+        check_device(origin, d);
+        cfg.devices.push_back(std::move(d));
+    }
+    return cfg;
+}
+
+Config load_config_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw ConfigError(path + ": cannot read configuration file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return parse_config(ss.str(), path);
+}
+
+Config load_config(const std::string& path) {
+    if (!path.empty()) return load_config_file(path);
+    if (const char* env = std::getenv("MROCE_CONFIG"); env && *env) return load_config_file(env);
+    Config c = parse_config("", "built-in defaults");
+    return c;
+}
+
+}  // namespace mroce

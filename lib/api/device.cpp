@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "mroce/api.hpp"
+
+namespace mroce {
+
+namespace {
+
+// Locks only in automatic mode: manual progress is single-threaded by contract,
+// and an uncontended mutex still costs two atomics per call on the hot path.
+struct MaybeLock {
+    std::mutex* m;
+    MaybeLock(std::mutex& mu, bool on) : m(on ? &mu : nullptr) {
+        if (m) m->lock();
+    }
+    ~MaybeLock() {
+        if (m) m->unlock();
+    }
+};
+
+std::string status_msg(const char* what, Status s) { return std::string(what) + ": " + to_string(s); }
+
+uint64_t threshold(double p) {
+    if (p <= 0) return 0;
+    if (p >= 1) return UINT64_MAX;
+    return uint64_t(std::ldexp(p, 64));
+}
+
+}  // namespace
+
+Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
+    : cfg_(cfg), tr_(std::move(t)), eng_(cfg.engine),
+      rx_(new RxPacket[kRxBurst]), tx_(new TxPacket[kTxBurst]), retry_(new TxPacket[kTxBurst]),
+      unsent_(new uint32_t[kTxBurst]) {
+    if (!tr_) throw Error("mroce: device '" + cfg.name + "': no transport");
+    rng_ = cfg.inject_seed ? cfg.inject_seed : 0x9E3779B97F4A7C15ull;
+    loss_thr_ = threshold(cfg.inject_loss);
+    ce_thr_ = threshold(cfg.inject_ce);
+    if (cfg_.progress == ProgressMode::automatic) thr_ = std::thread([this] { engine_thread(); });
+}
+
+Device::~Device() {
+    if (thr_.joinable()) {
+        stop_ = true;
+        tr_->wake();
+        thr_.join();
+    }
+}
+
+void Device::fail(const char* what, Status s) const { throw Error(status_msg(what, s)); }
+
+void Device::kick() noexcept {
+    if (sleeping_.load(std::memory_order_relaxed)) tr_->wake();
+}
+
+void Device::engine_thread() {
+    while (!stop_.load(std::memory_order_relaxed)) {
+        size_t moved;
+        Time deadline;
+        Time now = tr_->now();
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            moved = step_locked(now);
+            deadline = eng_.next_deadline(now);
+        }
+        sleeping_.store(true, std::memory_order_relaxed);
+        // A post between the unlock and here makes tx pending: do not sleep through it.
+        bool pending;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            pending = eng_.tx_pending(tr_->now());
+        }
+        if (tr_->idle(moved != 0 || pending, tr_->now(), deadline)) ++dst_.blocks;
+        sleeping_.store(false, std::memory_order_relaxed);
+    }
+}
+
+size_t Device::step_locked(Time now) {
+    ++dst_.passes;
+    size_t moved = 0;
+    size_t nrx = tr_->recv_burst(rx_.get(), kRxBurst);
+    if (nrx && (loss_thr_ | ce_thr_)) {
+        // TEST ONLY: the injector draws per packet, but only when enabled.
+        size_t k = 0;
+        for (size_t i = 0; i < nrx; ++i) {
+            rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
+            if (loss_thr_ && rng_ < loss_thr_) {
+                ++dst_.injected_drops;
+                continue;
+            }
+            rx_[k] = rx_[i];
+            if (ce_thr_) {
+                rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
+                if (rng_ < ce_thr_ && !rx_[k].ce) {
+                    rx_[k].ce = 1;
+                    ++dst_.injected_ce;
+                }
+            }
+            ++k;
+        }
+        moved += nrx - k;
+        nrx = k;
+    }
+    if (nrx) eng_.rx_burst(rx_.get(), nrx, now);
+    moved += nrx;
+    handle_events_locked();
+    // Packets refused last pass (socket buffer full) get one more chance; after
+    // that the engine's loss recovery owns them, as for any loss.
+    if (nretry_) {
+        const size_t n = nretry_;
+        nretry_ = 0;
+        const size_t s = tr_->send_burst(retry_.get(), n, unsent_.get());
+        moved += s;
+        dst_.tx_retry_dropped += n - s;
+        if (s < n) return moved;
+    }
+    for (;;) {
+        const size_t n = eng_.tx_burst(tx_.get(), kTxBurst, now);
+        if (n == 0) break;
+        const size_t s = tr_->send_burst(tx_.get(), n, unsent_.get());
+        moved += n;
+        if (s < n) {
+            for (size_t i = 0; i < n - s; ++i) retry_[nretry_++] = tx_[unsent_[i]];
+            break;
+        }
+        if (n < kTxBurst) break;
+    }
+    return moved;
+}
+
+void Device::handle_events_locked() {
+    ConnEvent ev[16];
+    size_t n;
+    while ((n = eng_.poll_events(ev, 16)) > 0) {
+        for (size_t i = 0; i < n; ++i) {
+            if (ev[i].kind == EventKind::incoming) {
+                for (const auto& s : accept_streams_) {
+                    const Status st = eng_.create_stream(ev[i].conn, s.id, s.pd, s.send_cq, s.recv_cq);
+                    (void)st;  // a failure shows as invalid_stream at the peer; nothing to throw to here
+                }
+                incoming_.push_back(ev[i]);
+            } else if (ev[i].kind == EventKind::error || ev[i].kind == EventKind::closed) {
+                failures_.push_back(ev[i]);
+            }
+        }
+    }
+}
+
+size_t Device::progress() {
+    if (cfg_.progress == ProgressMode::automatic) return 0;
+    return step_locked(tr_->now());
+}
+
+void Device::idle(bool active) {
+    if (cfg_.progress == ProgressMode::automatic) {
+        if (!active) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        return;
+    }
+    const Time now = tr_->now();
+    if (tr_->idle(active || eng_.tx_pending(now), now, eng_.next_deadline(now))) ++dst_.blocks;
+}
+
+uint32_t Device::alloc_pd() {
+    MaybeLock g(mu_, thr_.joinable());
+    return eng_.alloc_pd();
+}
+
+MemoryRegion Device::register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access) {
+    MaybeLock g(mu_, thr_.joinable());
+    MrInfo mi{};
+    const Status s = eng_.register_mr(pd, addr, length, access, mi);
+    if (s != Status::ok)
+        throw Error(status_msg(("register_mr(" + std::to_string(length) + " bytes)").c_str(), s));
+    return MemoryRegion{mi.lkey, mi.rkey, mi.pd, mi.access, mi.addr, mi.length};
+}
+
+void Device::deregister_mr(const MemoryRegion& mr) {
+    MaybeLock g(mu_, thr_.joinable());
+    const Status s = eng_.deregister_mr(mr.lkey);
+    if (s != Status::ok) fail("deregister_mr", s);
+}
+
+uint32_t Device::create_cq(uint32_t depth) {
+    MaybeLock g(mu_, thr_.joinable());
+    uint32_t cq = 0;
+    const Status s = eng_.create_cq(depth, cq);
+    if (s != Status::ok) fail("create_cq", s);
+    return cq;
+}
+
+size_t Device::poll_cq(uint32_t cq, Completion* out, size_t max) {
+    MaybeLock g(mu_, thr_.joinable());
+    return eng_.poll_cq(cq, out, max);
+}
+
+void Device::set_accept_streams(std::vector<StreamSpec> streams) {
+    MaybeLock g(mu_, thr_.joinable());
+    accept_streams_ = std::move(streams);
+}
+
+Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns) {
+    uint32_t peer, conn = 0;
+    {
+        MaybeLock g(mu_, thr_.joinable());
+        peer = tr_->resolve_peer(ip, port);
+        const Status s = eng_.connect(peer, conn);
+        if (s != Status::ok) throw ConnectionError(status_msg(("connect to " + ip + ":" + std::to_string(port)).c_str(), s));
+    }
+    kick();
+    const Time start = now();
+    for (;;) {
+        const bool moved = progress() != 0;
+        ConnState st;
+        {
+            MaybeLock g(mu_, thr_.joinable());
+            st = eng_.conn_state(conn);
+        }
+        if (st == ConnState::established) return Connection(this, conn, peer);
+        if (st == ConnState::error || st == ConnState::closed)
+            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": connection " +
+                                  to_string(st));
+        if (now() - start > timeout_ns)
+            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": no answer within " +
+                                  std::to_string(timeout_ns / 1'000'000) + " ms");
+        idle(moved);
+    }
+}
+
+Connection Device::accept(Time timeout_ns) {
+    const Time start = now();
+    for (;;) {
+        const bool moved = progress() != 0;
+        {
+            MaybeLock g(mu_, thr_.joinable());
+            if (!incoming_.empty()) {
+                const ConnEvent ev = incoming_.front();
+                incoming_.pop_front();
+                return Connection(this, ev.conn, ev.peer);
+            }
+        }
+        if (timeout_ns != UINT64_MAX && now() - start > timeout_ns)
+            throw TimeoutError("accept on " + tr_->describe() + ": no connection within " +
+                               std::to_string(timeout_ns / 1'000'000) + " ms");
+        idle(moved);
+    }
+}
+
+EngineStats Device::engine_stats() const {
+    MaybeLock g(mu_, thr_.joinable());
+    return eng_.stats();
+}
+TransportStats Device::transport_stats() const {
+    MaybeLock g(mu_, thr_.joinable());
+    return tr_->stats();
+}
+DeviceStats Device::device_stats() const {
+    MaybeLock g(mu_, thr_.joinable());
+    return dst_;
+}
+
+// ---------------------------------------------------------------------------
+
+void Connection::create_stream(uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq) {
+    MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+    const Status s = dev_->eng_.create_stream(id_, stream_id, pd, send_cq, recv_cq);
+    if (s != Status::ok) dev_->fail(("create_stream " + std::to_string(stream_id)).c_str(), s);
+}
+
+bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
+    Status s;
+    {
+        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+        s = dev_->eng_.post_send(id_, stream_id, wr);
+    }
+    if (s == Status::ok) {
+        dev_->kick();
+        return true;
+    }
+    if (s == Status::queue_full) return false;
+    if (s == Status::bad_state) {
+        check();
+        throw ConnectionError("post_send on stream " + std::to_string(stream_id) + ": stream in error");
+    }
+    dev_->fail(("post_send on stream " + std::to_string(stream_id)).c_str(), s);
+}
+
+bool Connection::try_post_recv(uint32_t stream_id, const RecvWr& wr) {
+    Status s;
+    {
+        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+        s = dev_->eng_.post_recv(id_, stream_id, wr);
+    }
+    if (s == Status::ok) return true;
+    if (s == Status::queue_full) return false;
+    if (s == Status::bad_state) check();
+    dev_->fail(("post_recv on stream " + std::to_string(stream_id)).c_str(), s);
+}
+
+void Connection::post_send(uint32_t stream_id, const SendWr& wr) {
+    if (!try_post_send(stream_id, wr))
+        throw Error("post_send on stream " + std::to_string(stream_id) + ": send queue full");
+}
+void Connection::post_recv(uint32_t stream_id, const RecvWr& wr) {
+    if (!try_post_recv(stream_id, wr))
+        throw Error("post_recv on stream " + std::to_string(stream_id) + ": receive queue full");
+}
+
+SendWr Connection::write_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint32_t len, uint64_t raddr,
+                            uint32_t rkey, bool signaled) {
+    SendWr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::write;
+    w.local_addr = laddr;
+    w.length = len;
+    w.lkey = mr.lkey;
+    w.remote_addr = raddr;
+    w.rkey = rkey;
+    w.signaled = signaled;
+    return w;
+}
+SendWr Connection::read_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint32_t len, uint64_t raddr,
+                           uint32_t rkey, bool signaled) {
+    SendWr w = write_wr(wr_id, mr, laddr, len, raddr, rkey, signaled);
+    w.op = OpKind::read;
+    return w;
+}
+SendWr Connection::send_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint32_t len, bool signaled) {
+    SendWr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::send;
+    w.local_addr = laddr;
+    w.length = len;
+    w.lkey = mr.lkey;
+    w.signaled = signaled;
+    return w;
+}
+SendWr Connection::cas_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint64_t raddr, uint32_t rkey,
+                          uint64_t compare, uint64_t swap) {
+    SendWr w = write_wr(wr_id, mr, laddr, 8, raddr, rkey, true);
+    w.op = OpKind::atomic_cas;
+    w.compare_add = compare;
+    w.swap = swap;
+    return w;
+}
+SendWr Connection::fadd_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint64_t raddr, uint32_t rkey,
+                           uint64_t add) {
+    SendWr w = write_wr(wr_id, mr, laddr, 8, raddr, rkey, true);
+    w.op = OpKind::atomic_fadd;
+    w.compare_add = add;
+    return w;
+}
+
+ConnState Connection::state() const {
+    MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+    return dev_->eng_.conn_state(id_);
+}
+
+void Connection::check() const {
+    const ConnState s = state();
+    if (s == ConnState::error)
+        throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() +
+                              ": peer unreachable (silent past conn_timeout " +
+                              std::to_string(dev_->cfg_.engine.conn_timeout / 1'000'000) + " ms)");
+    if (s == ConnState::closed || s == ConnState::closing)
+        throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() + ": " + to_string(s));
+}
+
+ConnStats Connection::stats() const {
+    MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+    ConnStats cs;
+    const Status s = dev_->eng_.conn_stats(id_, cs);
+    if (s != Status::ok) dev_->fail("conn_stats", s);
+    return cs;
+}
+
+uint16_t Connection::num_paths() const { return stats().num_paths; }
+
+PathStats Connection::path_stats(uint16_t path) const {
+    MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+    PathStats ps;
+    const Status s = dev_->eng_.path_stats(id_, path, ps);
+    if (s != Status::ok) dev_->fail(("path_stats " + std::to_string(path)).c_str(), s);
+    return ps;
+}
+
+std::string Connection::peer_name() const { return dev_->tr_->peer_name(peer_); }
+
+void Connection::disconnect() {
+    {
+        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+        const Status s = dev_->eng_.disconnect(id_);
+        if (s != Status::ok && s != Status::bad_state) dev_->fail("disconnect", s);
+    }
+    dev_->kick();
+}
+
+}  // namespace mroce

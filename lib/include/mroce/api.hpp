@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// The native mroce API: a Device (one Engine plus the transport that moves its
+// packets), memory registration, connections and their streams (an RC QP is a
+// stream), completion queues, statistics, and configuration loading.
+//
+// lib/ must not depend on drivers/, so the Device takes its packet I/O through
+// the small abstract Transport below (one virtual call per burst, never per
+// packet). open_device() builds a Device with the driver named in the
+// configuration; it is defined in drivers/open_device.cpp (library
+// mroce_device), which is the only place that knows the concrete drivers.
+//
+// Progress:
+//  - manual: the application calls progress() (and idle() when it has nothing
+//    to do) from its own loop; no thread, no lock is ever taken;
+//  - auto: open_device() starts an engine thread that runs the rx/tx loop; every
+//    API call and every loop pass takes one device mutex (per call, per burst,
+//    never per packet), so calls are serialized with the engine (v1 design).
+//
+// Errors: everything that cannot proceed throws an mroce::Error subclass
+// (std::runtime_error) whose message names the cause. The one expected
+// condition of a busy data path, a full send/receive queue, is a false return
+// of try_post_send / try_post_recv instead.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "mroce/engine.hpp"
+#include "mroce/packet_io.hpp"
+
+namespace mroce {
+
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+// Bad configuration: the message names the file:line, the key and the reason.
+class ConfigError : public Error {
+public:
+    using Error::Error;
+};
+// The connection failed (peer silent past conn_timeout, refused, closed).
+class ConnectionError : public Error {
+public:
+    using Error::Error;
+};
+class TimeoutError : public Error {
+public:
+    using Error::Error;
+};
+
+// --------------------------------------------------------------------------
+// Configuration (config/mroce.conf documents every key).
+
+enum class ProgressMode : uint8_t { manual, automatic };
+
+struct DeviceConfig {
+    std::string name = "default";
+    std::string driver = "udp";         // udp | dpdk (dpdk: not wired to the native API yet)
+    std::string address = "127.0.0.1";  // local IPv4 address to bind
+    uint16_t port = 4793;               // well-known (listen) UDP port
+    uint16_t path_port_base = 0;        // first path source port; 0: port + 1
+    uint16_t path_port_span = 16;       // distinct path source ports
+    ProgressMode progress = ProgressMode::manual;
+    uint32_t spin_us = 50;              // busy-poll this long after activity before blocking
+    uint32_t rx_batch = 64;
+    bool gso = true;
+    bool gro = true;
+    EngineConfig engine{};              // num_paths, max_payload, rx_capacity_mbps, timers, ...
+
+    // TEST ONLY fault injection, applied to received packets before rx_burst:
+    // seeded random drop with probability inject_loss, CE marking with inject_ce.
+    double inject_loss = 0;
+    double inject_ce = 0;
+    uint64_t inject_seed = 1;
+};
+
+struct Config {
+    std::vector<DeviceConfig> devices;  // never empty after loading
+    std::string origin;                 // file it came from, or "built-in defaults"
+    // The device of that name; an empty name means the first one. Throws ConfigError.
+    const DeviceConfig& device(const std::string& name = {}) const;
+};
+
+// Parses the text of a configuration file; origin names it in error messages.
+Config parse_config(std::string_view text, const std::string& origin = "<config>");
+// Reads and parses a file. Throws ConfigError if it cannot be read or is invalid.
+Config load_config_file(const std::string& path);
+// path if non-empty, else $MROCE_CONFIG if set, else the built-in defaults
+// (one udp device, every key at its documented default).
+Config load_config(const std::string& path = {});
+
+// --------------------------------------------------------------------------
+// Transport: what a Device needs of a driver. Calls are per burst.
+
+struct TransportStats {
+    uint64_t tx_packets = 0, tx_bytes = 0, tx_errors = 0, tx_syscalls = 0;
+    uint64_t rx_packets = 0, rx_bytes = 0, rx_truncated = 0, rx_errors = 0, rx_syscalls = 0;
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual Time now() noexcept = 0;
+    virtual size_t recv_burst(RxPacket* out, size_t max) = 0;
+    // Returns the number sent; indices of refused packets go to unsent (ascending).
+    virtual size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) = 0;
+    // Adaptive spin-then-block: active says the caller just did work; deadline is
+    // when the engine must run again (UINT64_MAX: never). True if it blocked.
+    virtual bool idle(bool active, Time now, Time deadline) = 0;
+    // Interrupts a blocked idle() from any thread.
+    virtual void wake() = 0;
+    // Peer handle for a remote device's well-known address. Throws Error.
+    virtual uint32_t resolve_peer(const std::string& ip, uint16_t port) = 0;
+    virtual std::string peer_name(uint32_t peer) const = 0;
+    virtual TransportStats stats() const = 0;
+    virtual std::string describe() const = 0;
+};
+
+// --------------------------------------------------------------------------
+// Objects.
+
+struct MemoryRegion {
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+    uint32_t pd = 0;
+    uint32_t access = 0;
+    uint8_t* addr = nullptr;
+    uint64_t length = 0;
+    uint64_t iova(size_t off = 0) const noexcept { return uint64_t(reinterpret_cast<uintptr_t>(addr)) + off; }
+};
+
+struct StreamSpec {
+    uint32_t id = 0;
+    uint32_t pd = 0;
+    uint32_t send_cq = 0;
+    uint32_t recv_cq = 0;
+};
+
+// Counters of the native layer itself (the engine's and the transport's are separate).
+struct DeviceStats {
+    uint64_t passes = 0;            // progress passes
+    uint64_t blocks = 0;            // idle() calls that blocked
+    uint64_t tx_retry_dropped = 0;  // packets refused twice by the transport (left to loss recovery)
+    uint64_t injected_drops = 0;    // TEST ONLY fault injector
+    uint64_t injected_ce = 0;
+};
+
+class Device;
+
+// A connection handle (cheap to copy). RC QP semantics live in its streams.
+class Connection {
+public:
+    Connection() = default;
+    uint32_t id() const noexcept { return id_; }
+    bool valid() const noexcept { return dev_ != nullptr; }
+
+    // Streams must exist with the same id on both sides before traffic for them
+    // arrives (Device::set_accept_streams does that for incoming connections).
+    void create_stream(uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq);
+    void create_stream(const StreamSpec& s) { create_stream(s.id, s.pd, s.send_cq, s.recv_cq); }
+    // false: the stream's queue is full (poll completions, retry). Other failures throw.
+    bool try_post_send(uint32_t stream_id, const SendWr& wr);
+    bool try_post_recv(uint32_t stream_id, const RecvWr& wr);
+    // Same, but a full queue throws Error too.
+    void post_send(uint32_t stream_id, const SendWr& wr);
+    void post_recv(uint32_t stream_id, const RecvWr& wr);
+
+    // Convenience builders of SendWr for the common verbs.
+    static SendWr write_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint32_t len, uint64_t raddr,
+                           uint32_t rkey, bool signaled = true);
+    static SendWr read_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint32_t len, uint64_t raddr,
+                          uint32_t rkey, bool signaled = true);
+    static SendWr send_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint32_t len,
+                          bool signaled = true);
+    static SendWr cas_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint64_t raddr, uint32_t rkey,
+                         uint64_t compare, uint64_t swap);
+    static SendWr fadd_wr(uint64_t wr_id, const MemoryRegion& mr, uint64_t laddr, uint64_t raddr, uint32_t rkey,
+                          uint64_t add);
+
+    ConnState state() const;
+    // Throws ConnectionError if the connection is in error or closed.
+    void check() const;
+    ConnStats stats() const;
+    uint16_t num_paths() const;
+    PathStats path_stats(uint16_t path) const;
+    std::string peer_name() const;
+    void disconnect();
+
+private:
+    friend class Device;
+    Connection(Device* d, uint32_t id, uint32_t peer) : dev_(d), id_(id), peer_(peer) {}
+    Device* dev_ = nullptr;
+    uint32_t id_ = 0;
+    uint32_t peer_ = 0;
+};
+
+class Device {
+public:
+    Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t);
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    const DeviceConfig& config() const noexcept { return cfg_; }
+    Transport& transport() noexcept { return *tr_; }
+
+    uint32_t alloc_pd();
+    MemoryRegion register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access);
+    void deregister_mr(const MemoryRegion& mr);
+    uint32_t create_cq(uint32_t depth);
+    size_t poll_cq(uint32_t cq, Completion* out, size_t max);
+
+    // Streams created on every incoming connection the moment it appears, in
+    // the progress path, so the first data for them is never refused.
+    void set_accept_streams(std::vector<StreamSpec> streams);
+
+    // Active open; waits (progressing in manual mode) until established.
+    // Throws ConnectionError if refused or not established within timeout_ns.
+    Connection connect(const std::string& ip, uint16_t port, Time timeout_ns = 5'000'000'000);
+    // Waits for the next incoming connection. Throws TimeoutError.
+    Connection accept(Time timeout_ns = UINT64_MAX);
+
+    // Manual progress: one receive + transmit pass; returns the packets moved.
+    // In automatic mode it does nothing and returns 0 (the engine thread owns the loop).
+    size_t progress();
+    // Manual progress: spin-then-block until traffic, the engine's next deadline,
+    // or max 100 ms. Call it when a pass did nothing, so two processes sharing
+    // cores do not starve each other. In automatic mode: a short sleep.
+    void idle(bool active);
+
+    Time now() noexcept { return tr_->now(); }
+    EngineStats engine_stats() const;
+    TransportStats transport_stats() const;
+    DeviceStats device_stats() const;
+
+    // Direct engine access for what the API does not wrap; the caller must hold
+    // no assumption about thread safety in automatic mode (take lock() first).
+    Engine& engine() noexcept { return eng_; }
+    std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mu_); }
+
+private:
+    friend class Connection;
+    size_t step_locked(Time now);
+    void handle_events_locked();
+    void engine_thread();
+    void kick() noexcept;
+    [[noreturn]] void fail(const char* what, Status s) const;
+
+    DeviceConfig cfg_;
+    std::unique_ptr<Transport> tr_;
+    Engine eng_;
+    mutable std::mutex mu_;
+    std::vector<StreamSpec> accept_streams_;
+    std::deque<ConnEvent> incoming_;
+    std::vector<ConnEvent> failures_;
+    DeviceStats dst_{};
+
+    static constexpr size_t kRxBurst = 64, kTxBurst = 128;
+    std::unique_ptr<RxPacket[]> rx_;
+    std::unique_ptr<TxPacket[]> tx_, retry_;
+    std::unique_ptr<uint32_t[]> unsent_;
+    size_t nretry_ = 0;
+    uint64_t rng_ = 0;
+    uint64_t loss_thr_ = 0, ce_thr_ = 0;
+
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> sleeping_{false};
+    std::thread thr_;
+};
+
+// Builds a Device for cfg.driver (defined in drivers/open_device.cpp, library
+// mroce_device). Starts the engine thread when cfg.progress is automatic.
+// Throws Error naming the driver, address and port on failure.
+std::unique_ptr<Device> open_device(const DeviceConfig& cfg);
+
+}  // namespace mroce
