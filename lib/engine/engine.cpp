@@ -356,17 +356,7 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
         r.bad_lkey = r.local == nullptr;
     }
     ++s->rq_posted;
-    if (s->error) {
-        // Flush at once: the stream will never consume it.
-        ++s->rq_done;
-        Completion cpl;
-        cpl.wr_id = wr.wr_id;
-        cpl.conn = c->id;
-        cpl.stream = s->id;
-        cpl.status = WcStatus::wr_flush_err;
-        cpl.opcode = WcOpcode::recv;
-        I.push_cq(s->recv_cq, cpl);
-    }
+    if (s->error) I.flush_recvs(*c, *s, WcStatus::wr_flush_err);  // the stream will never consume it
     return Status::ok;
 }
 
@@ -390,6 +380,21 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
     }
 }
 
+// Completes every posted, unconsumed receive of the stream with `status`, in order.
+void Engine::Impl::flush_recvs(Conn& c, Stream& s, WcStatus status) {
+    while (s.rq_done != s.rq_posted) {
+        RecvWqe& r = s.rq[s.rq_done % s.rq.size()];
+        Completion cpl;
+        cpl.wr_id = r.wr.wr_id;
+        cpl.conn = c.id;
+        cpl.stream = s.id;
+        cpl.status = status;
+        cpl.opcode = WcOpcode::recv;
+        push_cq(s.recv_cq, cpl);
+        ++s.rq_done;
+    }
+}
+
 // R-STREAM-2: an error completes the failing request with its status and
 // flushes every later one; the stream stops transmitting new requests.
 void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus status) {
@@ -403,18 +408,7 @@ void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus s
     }
     if (!s.error) {
         s.error = true;
-        // Posted receives will never be consumed now.
-        while (s.rq_done != s.rq_posted) {
-            RecvWqe& r = s.rq[s.rq_done % s.rq.size()];
-            Completion cpl;
-            cpl.wr_id = r.wr.wr_id;
-            cpl.conn = c.id;
-            cpl.stream = s.id;
-            cpl.status = WcStatus::wr_flush_err;
-            cpl.opcode = WcOpcode::recv;
-            push_cq(s.recv_cq, cpl);
-            ++s.rq_done;
-        }
+        flush_recvs(c, s, WcStatus::wr_flush_err);  // posted receives will never be consumed now
     }
     advance_sq(c, s);
 }
@@ -432,17 +426,7 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
         }
         s.error = true;
         advance_sq(c, s);
-        while (s.rq_done != s.rq_posted) {
-            RecvWqe& r = s.rq[s.rq_done % s.rq.size()];
-            Completion cpl;
-            cpl.wr_id = r.wr.wr_id;
-            cpl.conn = c.id;
-            cpl.stream = s.id;
-            cpl.status = status;
-            cpl.opcode = WcOpcode::recv;
-            push_cq(s.recv_cq, cpl);
-            ++s.rq_done;
-        }
+        flush_recvs(c, s, status);
     }
     c.jobs.clear();
     c.retx.clear();

@@ -282,6 +282,7 @@ struct Engine::Impl {
     void conn_error(Conn& c);
     void close_conn(Conn& c);
     void flush_conn(Conn& c, WcStatus status);
+    void flush_recvs(Conn& c, Stream& s, WcStatus status);
     void establish(Conn& c, const wire::ConnectHeader& h, Time now);
 
     // tx
