@@ -149,7 +149,7 @@ Config parse_config(std::string_view text, const std::string& origin) {
                 throw ConfigError(origin + ":" + std::to_string(lineno) + ": section header without ']'");
             const std::string name = trim(std::string_view(line).substr(1, line.size() - 2));
             if (name == "engine") sec = engine;
-            else if (name.rfind("device", 0) == 0) {
+            else if (name == "device" || name.rfind("device ", 0) == 0 || name.rfind("device\t", 0) == 0) {
                 std::string dn = trim(std::string_view(name).substr(6));
                 if (dn.empty()) dn = "default";
                 for (const auto& d : devs)

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Configuration loading: the shipped file must equal the built-in defaults (so
+// the documentation cannot drift from the code), and every bad input must be
+// rejected with a message naming the key and the reason.
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "mroce/api.hpp"
+
+using namespace mroce;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+    try {
+        parse_config(text, "t.conf");
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+bool same(const DeviceConfig& a, const DeviceConfig& b) {
+    const EngineConfig &x = a.engine, &y = b.engine;
+    return a.name == b.name && a.driver == b.driver && a.address == b.address && a.port == b.port &&
+           a.path_port_base == b.path_port_base && a.path_port_span == b.path_port_span &&
+           a.progress == b.progress && a.spin_us == b.spin_us && a.rx_batch == b.rx_batch && a.gso == b.gso &&
+           a.gro == b.gro && x.max_payload == y.max_payload && x.num_paths == y.num_paths &&
+           x.stream_depth == y.stream_depth && x.recv_depth == y.recv_depth && x.csn_window == y.csn_window &&
+           x.rx_capacity_mbps == y.rx_capacity_mbps && x.rate_hints == y.rate_hints &&
+           x.accept_incoming == y.accept_incoming && x.initial_rto == y.initial_rto && x.min_rto == y.min_rto &&
+           x.max_rto == y.max_rto && x.fail_after_timeouts == y.fail_after_timeouts &&
+           x.probe_interval == y.probe_interval && x.conn_timeout == y.conn_timeout &&
+           x.connect_retry == y.connect_retry && x.hint_interval == y.hint_interval && x.ack_delay == y.ack_delay &&
+           x.reroute_after_marks == y.reroute_after_marks;
+}
+
+}  // namespace
+
+TEST_CASE("config: shipped config/mroce.conf equals the built-in defaults", "[config]") {
+    const Config file = load_config_file(MROCE_SOURCE_ROOT "/config/mroce.conf");
+    const Config builtin = parse_config("", "built-in");
+    REQUIRE(file.devices.size() == 1);
+    CHECK(same(file.device(), builtin.device()));
+    CHECK(same(builtin.device(), DeviceConfig{}));
+}
+
+TEST_CASE("config: path flag, then MROCE_CONFIG, then built-in defaults", "[config]") {
+    const std::string p = "/tmp/mroce-test-config-" + std::to_string(::getpid()) + ".conf";
+    {
+        std::ofstream f(p);
+        f << "[engine]\nconn_timeout_ms = 250\n[device a]\nport = 5000\n[device b]\nport = 6000\npaths = 2\n";
+    }
+    ::setenv("MROCE_CONFIG", p.c_str(), 1);
+    Config c = load_config();
+    CHECK(c.origin == p);
+    REQUIRE(c.devices.size() == 2);
+    CHECK(c.device().name == "a");
+    CHECK(c.device("b").port == 6000);
+    CHECK(c.device("b").engine.num_paths == 2);
+    CHECK(c.device("a").engine.num_paths == 4);
+    CHECK(c.device("a").engine.conn_timeout == 250'000'000);  // [engine] reaches every device
+    CHECK(c.device("b").engine.conn_timeout == 250'000'000);
+    CHECK_THROWS_AS(c.device("zz"), ConfigError);
+    ::unsetenv("MROCE_CONFIG");
+    CHECK(load_config().origin == "built-in defaults");
+    CHECK(load_config(p).device("b").port == 6000);
+    std::remove(p.c_str());
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains("cannot read"));
+}
+
+TEST_CASE("config: values are parsed with their units", "[config]") {
+    const Config c = parse_config("[device d]\nprogress = auto\nmin_rto_us = 250\nconn_timeout_ms = 3\n"
+                                  "max_payload = 8192   # jumbo\ngso = off\naddress = 10.0.0.1\n");
+    const DeviceConfig& d = c.device();
+    CHECK(d.progress == ProgressMode::automatic);
+    CHECK(d.engine.min_rto == 250'000);
+    CHECK(d.engine.conn_timeout == 3'000'000);
+    CHECK(d.engine.max_payload == 8192);
+    CHECK_FALSE(d.gso);
+    CHECK(d.address == "10.0.0.1");
+}
+
+TEST_CASE("config: bad configuration names the key and the reason", "[config]") {
+    struct Case {
+        const char* text;
+        const char* want;
+    } cases[] = {
+        {"[device d]\nport = 70000\n", "t.conf:2: key 'port': out of range 1..65535 (got '70000')"},
+        {"[device d]\nport = abc\n", "key 'port': expected an integer"},
+        {"[device d]\nport = -1\n", "key 'port': expected an integer"},
+        {"[device d]\ndriver = rdma\n", "key 'driver': expected udp or dpdk (got 'rdma')"},
+        {"[device d]\naddress = 300.1.1.1\n", "key 'address': expected an IPv4 address"},
+        {"[device d]\nprogress = sometimes\n", "key 'progress': expected manual or auto"},
+        {"[engine]\ncsn_window = 1000\n", "key 'csn_window': must be a power of two"},
+        {"[engine]\npaths = 0\n", "key 'paths': out of range 1..256"},
+        {"[engine]\nmax_payload = 9001\n", "key 'max_payload': out of range 64..9000"},
+        {"[engine]\nrate_hints = maybe\n", "key 'rate_hints': expected true or false"},
+        {"[engine]\nport = 1\n", "key 'port': unknown in [engine]"},
+        {"[device d]\ncolour = blue\n", "t.conf:2: key 'colour': unknown in [device d]"},
+        {"port = 1\n", "key 'port' outside a section"},
+        {"[devices]\n", "unknown section [devices]"},
+        {"[device d\n", "section header without ']'"},
+        {"[device d]\njust words\n", "expected 'key = value'"},
+        {"[device d]\n[device d]\n", "device 'd' defined twice"},
+        {"[device d]\nport = 5000\npath_port_base = 4990\npath_port_span = 16\n",
+         "key 'path_port_base': path ports overlap the listen port"},
+        {"[device d]\nport = 65530\n", "key 'path_port_span': path ports run past 65535"},
+        {"[engine]\nmin_rto_us = 5000\nmax_rto_us = 1000\n", "key 'min_rto_us': larger than max_rto_us"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.text);
+        CHECK_THAT(error_of(c.text), Catch::Contains(c.want));
+    }
+}
+
+TEST_CASE("api: open_device errors are exceptions naming the cause", "[api]") {
+    DeviceConfig d;
+    d.driver = "dpdk";
+    CHECK_THROWS_WITH(open_device(d), Catch::Contains("dpdk is not available"));
+    d.driver = "udp";
+    d.address = "203.0.113.7";  // not a local address: bind fails
+    d.port = 31999;
+    CHECK_THROWS_WITH(open_device(d), Catch::Contains("203.0.113.7"));
+}
