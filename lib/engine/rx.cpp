@@ -581,29 +581,11 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     advance_una(p);
     if (newly) {
         p.consecutive_timeouts = 0;
-        if (a.ts_echo) {
-            const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
-            rtt_sample(p, r);
-            p.cc.on_rtt(r);
-        }
+        if (a.ts_echo) rtt_sample(p, Time(uint32_t(uint32_t(now) - a.ts_echo)));
     }
     const uint32_t marked = a.ce_count;
     if (marked) p.st.ce_marks += marked;
     p.cc.on_ack(std::max<uint32_t>(newly, marked), cfg.cc.ecn ? marked : 0, a.cum_psn, p.snd_nxt);
-    if (cfg.rate_hints) {
-        // R-HINT-6: the pacer alone cannot drain a queue that windows sized
-        // before the hint already built (an incast's first round). Capping
-        // each path at twice its share of hint x unqueued RTT keeps enough
-        // in flight to fill the share and drains the rest within a round.
-        uint32_t active = 0;
-        for (const TxPath& q : c.paths) active += q.state == PathStateKind::active;
-        double lim = 0;
-        if (c.hint_kbps && p.cc.min_rtt() && active) {
-            const double bytes = double(c.hint_kbps) * 125.0 / 1e9 * double(p.cc.min_rtt()) / double(active);
-            lim = std::max(1.0, 2.0 * bytes / double(c.seg + uint32_t(wire::kDataLen)));
-        }
-        p.cc.set_limit(lim);
-    }
     // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
     if (cfg.reroute_after_marks && p.cc.rounds() != p.rounds_seen) {
         p.rounds_seen = p.cc.rounds();
