@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Congestion control end to end: real engines on the simulated fabric
+// (doc/spec.md 9.2 R-CC-*, 9.3 R-HINT-*, 9.4 R-SCHED-*). Every figure is
+// measured on the receiver (placed bytes) or on the fabric's links.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "cc_harness.hpp"
+
+using namespace cctest;
+
+namespace {
+
+constexpr uint64_t kGbps = 1'000'000'000;
+
+struct IncastResult {
+    Time base_rtt = 0;
+    double jain_early = 0;        // window starting at 3 base RTTs
+    Time time_to_fair = kNever;   // first window start (since start) with Jain >= 0.99
+    double total_gbps = 0;        // all senders, steady state
+    uint64_t max_queue_early = 0; // bottleneck, from start to 3 RTTs (the initial windows)
+    uint64_t max_queue_steady = 0;// bottleneck, after 3 RTTs
+    uint64_t drops = 0;
+    uint64_t ce = 0;
+    std::vector<double> early_rates;
+};
+
+// 16 backlogged senders, one receiver, one shared 100 Gbit/s bottleneck
+// queue that marks CE above ecn_threshold.
+constexpr int kSenders = 16;
+constexpr Time kHop = 5'000;               // propagation per link
+constexpr uint64_t kEcnK = 64 << 10;
+constexpr Time kWindow = 200'000;          // measurement window
+
+// Initial flights of 16 x 8 packets are about two bandwidth-delay products:
+// an incast the 16 MiB buffer absorbs (bigger first flights leave a queue
+// that only drains at the pacers' 5% headroom; see the report).
+IncastResult run_incast(bool hints, bool unequal_rtts) {
+    EngineConfig cfg;
+    cfg.num_paths = 1;
+    cfg.cc.init_cwnd = 8;
+    cfg.rate_hints = hints;
+    // R-HINT-3: capacity net of headroom, so paced senders drain a queue.
+    cfg.rx_capacity_mbps = 95'000;
+    Fabric fab(11);
+    std::vector<std::unique_ptr<Node>> tx;
+    std::vector<HostId> ids;
+    for (int i = 0; i < kSenders; ++i) {
+        tx.push_back(std::make_unique<Node>(cfg, 256 << 10));
+        tx.back()->host = fab.add_host(tx.back()->eng);
+        ids.push_back(tx.back()->host);
+    }
+    Node rx(cfg, size_t(kSenders) * (256 << 10));
+    rx.host = fab.add_host(rx.eng);
+    StarConfig sc;
+    sc.access.rate_bps = 100 * kGbps;
+    sc.access.delay = kHop;
+    sc.bottleneck.rate_bps = 100 * kGbps;
+    sc.bottleneck.delay = kHop;
+    sc.bottleneck.capacity_bytes = 16 << 20;
+    sc.bottleneck.ecn_threshold_bytes = kEcnK;
+    sc.reverse.rate_bps = 100 * kGbps;
+    sc.reverse.delay = kHop;
+    const StarTopology topo = build_star(fab, ids, rx.host, sc);
+    // Senders at different distances: window-based shares favour short RTTs.
+    if (unequal_rtts)
+        for (int i = 0; i < kSenders; ++i) fab.link(topo.access[i]).set_delay(kHop / 5 + Time(i) * kHop / 5);
+
+    std::vector<Flow> flows(kSenders);
+    for (int i = 0; i < kSenders; ++i) {
+        flows[i].src = tx[i].get();
+        flows[i].dst = &rx;
+        flows[i].dst_off = size_t(i) * (256 << 10);
+    }
+    REQUIRE(connect_all(fab, flows, 100'000'000));
+    fab.run_for(1'000'000);  // handshake traffic gone
+
+    IncastResult r;
+    // Two link delays each way plus serialization of one data packet per hop.
+    r.base_rtt = 4 * kHop + 2 * (4168 * 8 * 1'000'000'000ull / (100 * kGbps));
+    Link& bn = fab.link(topo.bottleneck);
+    bn.reset_counters();
+    const Time start = fab.now();
+    // Senders arrive spread over one base RTT, as an incast's responses do.
+    for (int i = 0; i < kSenders; ++i) {
+        run_flows(fab, flows, start + Time(i) * r.base_rtt / kSenders, 500);
+        flows[i].start();
+    }
+    const Time t0 = start + 3 * r.base_rtt;
+    run_flows(fab, flows, t0);
+    r.max_queue_early = bn.counters().max_queue_bytes;
+    const uint64_t drops_early = bn.counters().drops();
+    bn.reset_counters();
+    // Sliding windows, one base RTT apart, to find when Jain first reaches 0.99.
+    std::vector<std::vector<uint64_t>> snaps;
+    const Time step = r.base_rtt;
+    const int nsteps = int(3'000'000 / step);
+    snaps.push_back(snapshot(flows));
+    const int wsteps = int(kWindow / step);
+    for (int k = 1; k <= nsteps; ++k) {
+        run_flows(fab, flows, t0 + Time(k) * step);
+        snaps.push_back(snapshot(flows));
+        if (k >= wsteps && r.time_to_fair == kNever) {
+            const double j = jain(rates_gbps(snaps[k - wsteps], snaps[k], kWindow));
+            if (j >= 0.99) r.time_to_fair = 3 * r.base_rtt + Time(k - wsteps) * step;
+        }
+    }
+    r.early_rates = rates_gbps(snaps[0], snaps[wsteps], kWindow);
+    r.jain_early = jain(r.early_rates);
+    const auto steady = rates_gbps(snaps[nsteps / 2], snaps[nsteps], Time(nsteps - nsteps / 2) * step);
+    for (double g : steady) r.total_gbps += g;
+    r.max_queue_steady = bn.counters().max_queue_bytes;
+    r.drops = drops_early + bn.counters().drops();
+    r.ce = bn.counters().ce_marks;
+    for (Flow& f : flows) CHECK(f.errors == 0);
+    return r;
+}
+
+std::string describe(const char* name, const IncastResult& r) {
+    std::ostringstream o;
+    o << name << ": base RTT " << r.base_rtt << " ns, Jain[3 RTT, +" << kWindow / 1000 << " us] = " << r.jain_early
+      << ", time to Jain>=0.99 " << (r.time_to_fair == kNever ? -1.0 : double(r.time_to_fair) / double(r.base_rtt))
+      << " RTTs, total " << r.total_gbps << " Gbit/s, max queue first 3 RTTs " << r.max_queue_early
+      << " B, after " << r.max_queue_steady << " B, drops " << r.drops << ", CE " << r.ce << "; early rates";
+    for (double g : r.early_rates) o << ' ' << g;
+    return o.str();
+}
+
+}  // namespace
+
+TEST_CASE("incast 16:1: fair shares within 3 RTTs, bounded queue (R-HINT-1..5, R-CC-2)", "[cc][incast]") {
+    const IncastResult on = run_incast(true, false);
+    WARN(describe("equal RTTs, hints on", on));
+    CHECK(on.jain_early >= 0.99);
+    CHECK(on.time_to_fair <= 3 * on.base_rtt);
+    // After the first 3 RTTs the queue stays within a few ECN thresholds.
+    CHECK(on.max_queue_steady <= 4 * kEcnK);
+    CHECK(on.drops == 0);
+    CHECK(on.total_gbps >= 90.0);  // of the 95 Gbit/s configured capacity
+}
+
+TEST_CASE("incast 16:1 at unequal RTTs: hints converge, windows alone do not (R-HINT-4, R-HINT-5)",
+          "[cc][incast]") {
+    const IncastResult on = run_incast(true, true);
+    const IncastResult off = run_incast(false, true);
+    WARN(describe("unequal RTTs, hints on", on));
+    WARN(describe("unequal RTTs, hints off", off));
+    // Windows share a queue in proportion to 1/RTT; the hint is a rate, the
+    // same for every sender whatever its distance.
+    CHECK(on.time_to_fair < off.time_to_fair);
+    CHECK(on.time_to_fair <= 60 * on.base_rtt);
+    CHECK(on.drops == 0);
+}
