@@ -161,7 +161,6 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         ++st.rx_stale;  // R-SACK-2 violated by the sender
         return;
     }
-    bool accepted = true;
     if (pr == SackBitmap::Result::fresh) {
         const CsnWindow::Result cr = c.rx_csn.classify(d.csn);
         if (cr == CsnWindow::Result::beyond_window) {
@@ -189,9 +188,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         rp.sack.mark(d.psn);
     } else {
         ++c.st.duplicates;
-        accepted = false;
     }
-    (void)accepted;
     // R-ACK-2: every data packet, fresh or duplicate, is acked.
     ++rp.rx_packets;
     if (rp.rx_pending < 0xffff) ++rp.rx_pending;
