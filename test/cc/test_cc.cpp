@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 #include "cc_harness.hpp"
@@ -26,6 +25,7 @@ struct IncastResult {
     double total_gbps = 0;        // all senders, steady state
     uint64_t max_queue_early = 0; // bottleneck, from start to 3 RTTs (the initial windows)
     uint64_t max_queue_steady = 0;// bottleneck, after 3 RTTs
+    uint64_t max_queue_late = 0;  // bottleneck, second half of the run
     uint64_t drops = 0;
     uint64_t ce = 0;
     std::vector<double> early_rates;
@@ -38,13 +38,14 @@ constexpr Time kHop = 5'000;               // propagation per link
 constexpr uint64_t kEcnK = 64 << 10;
 constexpr Time kWindow = 200'000;          // measurement window
 
-// Initial flights of 16 x 8 packets are about two bandwidth-delay products:
-// an incast the 16 MiB buffer absorbs (bigger first flights leave a queue
-// that only drains at the pacers' 5% headroom; see the report).
-IncastResult run_incast(bool hints, bool unequal_rtts) {
+// With paths = 1 and init_cwnd = 8 the first flights (16 x 8 packets) are
+// about two bandwidth-delay products. With the defaults (4 paths x 32) they
+// are 33 BDPs (8 MiB), and that queue only drains at the pacers' headroom
+// (capacity - sum of hints): see the hidden test below.
+IncastResult run_incast(bool hints, bool unequal_rtts, uint16_t paths = 1, double init_cwnd = 8) {
     EngineConfig cfg;
-    cfg.num_paths = 1;
-    cfg.cc.init_cwnd = 8;
+    cfg.num_paths = paths;
+    cfg.cc.init_cwnd = init_cwnd;
     cfg.rate_hints = hints;
     // R-HINT-3: capacity net of headroom, so paced senders drain a queue.
     cfg.rx_capacity_mbps = 95'000;
@@ -103,7 +104,13 @@ IncastResult run_incast(bool hints, bool unequal_rtts) {
     const int nsteps = int(3'000'000 / step);
     snaps.push_back(snapshot(flows));
     const int wsteps = int(kWindow / step);
+    uint64_t max_q = 0, drops_mid = 0;
     for (int k = 1; k <= nsteps; ++k) {
+        if (k == nsteps / 2) {
+            max_q = bn.counters().max_queue_bytes;
+            drops_mid = bn.counters().drops();
+            bn.reset_counters();
+        }
         run_flows(fab, flows, t0 + Time(k) * step);
         snaps.push_back(snapshot(flows));
         if (k >= wsteps && r.time_to_fair == kNever) {
@@ -115,8 +122,9 @@ IncastResult run_incast(bool hints, bool unequal_rtts) {
     r.jain_early = jain(r.early_rates);
     const auto steady = rates_gbps(snaps[nsteps / 2], snaps[nsteps], Time(nsteps - nsteps / 2) * step);
     for (double g : steady) r.total_gbps += g;
-    r.max_queue_steady = bn.counters().max_queue_bytes;
-    r.drops = drops_early + bn.counters().drops();
+    r.max_queue_late = bn.counters().max_queue_bytes;
+    r.max_queue_steady = std::max(max_q, r.max_queue_late);
+    r.drops = drops_early + drops_mid + bn.counters().drops();
     r.ce = bn.counters().ce_marks;
     for (Flow& f : flows) CHECK(f.errors == 0);
     return r;
@@ -127,7 +135,7 @@ std::string describe(const char* name, const IncastResult& r) {
     o << name << ": base RTT " << r.base_rtt << " ns, Jain[3 RTT, +" << kWindow / 1000 << " us] = " << r.jain_early
       << ", time to Jain>=0.99 " << (r.time_to_fair == kNever ? -1.0 : double(r.time_to_fair) / double(r.base_rtt))
       << " RTTs, total " << r.total_gbps << " Gbit/s, max queue first 3 RTTs " << r.max_queue_early
-      << " B, after " << r.max_queue_steady << " B, drops " << r.drops << ", CE " << r.ce << "; early rates";
+      << " B, after " << r.max_queue_steady << " B, second half " << r.max_queue_late << " B, drops " << r.drops << ", CE " << r.ce << "; early rates";
     for (double g : r.early_rates) o << ' ' << g;
     return o.str();
 }
@@ -141,8 +149,22 @@ TEST_CASE("incast 16:1: fair shares within 3 RTTs, bounded queue (R-HINT-1..5, R
     CHECK(on.time_to_fair <= 3 * on.base_rtt);
     // After the first 3 RTTs the queue stays within a few ECN thresholds.
     CHECK(on.max_queue_steady <= 4 * kEcnK);
+    // Paced at the hints (95% of the link) the queue then all but empties.
+    CHECK(on.max_queue_late <= kEcnK);
     CHECK(on.drops == 0);
     CHECK(on.total_gbps >= 90.0);  // of the 95 Gbit/s configured capacity
+}
+
+// Known shortfall, hidden until the engine drains a first-flight queue
+// faster than the pacers' headroom: with the default windows (4 paths x 32
+// packets per sender) the 16 first flights put ~8 MiB in the bottleneck and
+// the queue is still megabytes deep 3 ms later, hints or not.
+TEST_CASE("incast 16:1 with default initial windows: queue bounded after 3 RTTs", "[.][cc][incast]") {
+    const IncastResult on = run_incast(true, false, 4, 32);
+    WARN(describe("default windows, hints on", on));
+    CHECK(on.jain_early >= 0.99);
+    CHECK(on.max_queue_steady <= 4 * kEcnK);
+    CHECK(on.max_queue_late <= kEcnK);
 }
 
 TEST_CASE("incast 16:1 at unequal RTTs: hints converge, windows alone do not (R-HINT-4, R-HINT-5)",
