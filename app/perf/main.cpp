@@ -395,7 +395,7 @@ int run_server(const Opts& o) {
     volatile uint64_t* ping = reinterpret_cast<volatile uint64_t*>(mem.data());
     uint64_t last_ping = 0;
     const auto service = [&] {
-        Completion c[64];
+        static Completion c[64];  // static: a local array is re-initialised every pass
         size_t n;
         while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
             for (size_t i = 0; i < n; ++i) {
@@ -562,7 +562,7 @@ int run_client(const Opts& o) {
             conn.post_send(1, Connection::write_wr(i, mr, mr.iova(8), 8, rep.addr, rep.rkey, false));
             while (*pong != i) {
                 const bool moved = dev->progress() != 0;
-                Completion c[16];
+                static Completion c[16];
                 for (size_t n = dev->poll_cq(dcq, c, 16), k = 0; k < n; ++k) check_wc(c[k], conn);
                 if (!moved && (++check_ctr & 1023) == 0) conn.check();
                 // Pure spin: yielding to epoll here would add a wakeup to every round trip.
@@ -602,7 +602,7 @@ int run_client(const Opts& o) {
                 }
             }
             active |= dev->progress() != 0;
-            Completion c[64];
+            static Completion c[64];  // static: a local array is re-initialised every pass
             size_t n;
             now = dev->now();
             while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
