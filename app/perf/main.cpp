@@ -281,9 +281,22 @@ struct Ctrl {
     T wait(const char* what, Time timeout_ns, const std::function<void()>& each = {}) {
         std::vector<uint8_t> b;
         const Time end = dev.now() + timeout_ns;
-        for (;;) {
+        // A peer that died while we owe it nothing never trips conn_timeout
+        // (that needs outstanding work): give up after as long without a packet.
+        const Time silent_limit = std::max<Time>(dev.config().engine.conn_timeout, 1'000'000'000);
+        uint64_t last_rx = dev.engine_stats().rx_packets;
+        Time last_rx_t = dev.now();
+        for (uint32_t pass = 0;; ++pass) {
             const bool moved = dev.progress() != 0;
             if (each) each();
+            if ((pass & 15) == 0 || !moved) {
+                const uint64_t rx = dev.engine_stats().rx_packets;
+                const Time t = dev.now();
+                if (rx != last_rx) last_rx = rx, last_rx_t = t;
+                else if (t - last_rx_t > silent_limit)
+                    throw ConnectionError(std::string("waiting for ") + what + ": peer " + conn.peer_name() +
+                                          " silent for " + std::to_string((t - last_rx_t) / 1'000'000) + " ms");
+            }
             if (poll(b)) {
                 T m;
                 if (b.size() != sizeof m) throw Error(std::string(what) + ": unexpected message size " + std::to_string(b.size()));
@@ -315,10 +328,13 @@ void print_engine_json(FILE* f, const EngineStats& e, const DeviceStats& d, cons
         ", \"rx_truncated\": %" PRIu64 ", \"rx_bad_version\": %" PRIu64 ", \"rx_bad_type\": %" PRIu64
         ", \"rx_oversized\": %" PRIu64 ", \"rx_inconsistent\": %" PRIu64 ", \"rx_unknown_conn\": %" PRIu64
         ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
-        ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 "}",
+        ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 ", \"udp_tx_packets\": %" PRIu64
+        ", \"udp_tx_syscalls\": %" PRIu64 ", \"udp_rx_packets\": %" PRIu64 ", \"udp_rx_syscalls\": %" PRIu64
+        ", \"udp_tx_errors\": %" PRIu64 ", \"progress_passes\": %" PRIu64 ", \"idle_blocks\": %" PRIu64 "}",
         e.rx_packets, e.tx_packets, e.rx_decode_errors, e.rx_truncated, e.rx_bad_version, e.rx_bad_type,
         e.rx_oversized, e.rx_inconsistent, e.rx_unknown_conn, e.rx_bad_path, e.rx_stale, t.rx_truncated,
-        d.injected_drops, d.injected_ce);
+        d.injected_drops, d.injected_ce, t.tx_packets, t.tx_syscalls, t.rx_packets, t.rx_syscalls, t.tx_errors,
+        d.passes, d.blocks);
 }
 
 DeviceConfig make_cfg(const Opts& o, bool client) {

@@ -6,6 +6,7 @@
 #   verify OP LOSS   byte-exact transfer (--verify) of OP under injected loss
 #   killed-peer      SIGKILL the server mid-transfer: the client reports a
 #                    connection error within a bounded time, no hang
+#   killed-client    SIGKILL the client: the server gives up within a bounded time
 #   bad-input        garbage, truncated datagrams and packets for unknown
 #                    connection ids at the server's ports during a transfer:
 #                    counted as drops, and the transfer still verifies
@@ -111,6 +112,23 @@ def case_killed_peer():
     print(f"PASS killed peer: client reported in {dt:.2f}s: {err.strip().splitlines()[-1]}")
 
 
+def case_killed_client():
+    s = server("--conn-timeout", "500")
+    time.sleep(0.3)
+    c = client("-D", "30", "-s", "65536")
+    time.sleep(1.0)
+    c.send_signal(signal.SIGKILL)
+    c.wait()
+    t0 = time.monotonic()
+    rc, out, err = finish(s, 10, "server after the client was killed")
+    dt = time.monotonic() - t0
+    if rc != 3 or "connection error" not in err:
+        fail(f"server exit {rc}, stderr {err[-500:]!r}: expected exit 3 with 'connection error'")
+    if dt > 5:
+        fail(f"server noticed after {dt:.1f}s")
+    print(f"PASS killed client: server reported in {dt:.2f}s: {err.strip().splitlines()[-1]}")
+
+
 def case_bad_input():
     s = server()
     time.sleep(0.3)
@@ -165,6 +183,8 @@ if CASE[0] == "verify":
     case_verify(CASE[1], CASE[2])
 elif CASE[0] == "killed-peer":
     case_killed_peer()
+elif CASE[0] == "killed-client":
+    case_killed_client()
 elif CASE[0] == "bad-input":
     case_bad_input()
 else:
