@@ -160,6 +160,23 @@ struct Workload {
         }
         return w;
     }
+
+    // One stream: a WRITE of write_len bytes, then a SEND of send_len bytes.
+    static Workload make_write_send(uint64_t seed, uint32_t write_len, uint32_t send_len, size_t mem) {
+        Workload w;
+        w.seed = seed;
+        w.nstreams = 1;
+        w.mem = mem;
+        w.msgs.resize(1);
+        const size_t half = mem / 2;
+        w.msgs[0].push_back(Msg{OpKind::write, write_len, 0, half, 1});
+        const size_t off = (size_t(write_len) + 4096) & ~size_t(4095);
+        w.msgs[0].push_back(Msg{OpKind::send, send_len, off, half + off, 2});
+        w.payload_bytes = size_t(write_len) + send_len;
+        w.want_send = 2;
+        w.want_recv = 1;
+        return w;
+    }
 };
 
 // Collected completions per stream, and any that should never have come.

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// One side of the integrity workload in its own process, with its own EAL
+// and one port (net_memif, net_af_packet, ...). The test process never
+// initialises the EAL: it maps both sides' memory, forks the two sides (so
+// each knows the other's addresses without a side channel) and only waits.
+#pragma once
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rte_ethdev.h>
+
+#include "integrity_workload.hpp"
+
+namespace mroce::test {
+
+struct ProcSide {
+    bool requester = false;
+    std::string name;                 // for messages
+    std::vector<std::string> eal_args;
+    std::string file_prefix;
+    std::string netns;                // enter /run/netns/<netns> first, when set
+    uint32_t local_ip = 0, peer_ip = 0;
+    dpdk::MacAddr peer_mac{};
+    uint32_t tx_max_l3 = 0;           // 0: the port's MTU
+    uint32_t rx_mbuf_factor = 1;      // RX mbufs per frame when the PMD chains its buffers
+    uint16_t rx_data_room = 0;        // 0: PoolConfig's default
+    uint16_t max_payload = 4096;
+    double loss = 0;
+    uint64_t seed = 1;
+    const Workload* w = nullptr;
+    uint8_t* mem_a = nullptr;         // mapped before fork: same address in both children
+    uint8_t* mem_b = nullptr;
+    int seconds = 40;
+};
+
+// Child body: returns the exit code and prints why on failure.
+inline int run_proc_side(const ProcSide& ps) {
+    using Clock = std::chrono::steady_clock;
+    const char* who = ps.name.c_str();
+    try {
+        if (!ps.netns.empty()) {
+            const std::string path = "/run/netns/" + ps.netns;
+            const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0)
+                throw dpdk::DpdkError(fmt::format("cannot enter network namespace {}", path));
+            ::close(fd);
+        }
+        dpdk::EalConfig ec;
+        ec.program = ps.name;
+        ec.args = ps.eal_args;
+        ec.file_prefix = ps.file_prefix;
+        dpdk::eal_init(ec);
+        // Declared before the port, so it runs after the port is gone.
+        struct EalGuard {
+            ~EalGuard() { dpdk::eal_cleanup(); }
+        } eal_guard;
+        if (rte_eth_dev_count_avail() != 1) throw dpdk::DpdkError("expected exactly one port");
+        const uint16_t port = uint16_t(rte_eth_find_next(0));
+
+        dpdk::PortConfig c;
+        c.port_id = port;
+        c.local_ip = ps.local_ip;
+        c.neighbours = {{ps.peer_ip, ps.peer_mac}};
+        c.tx_max_l3 = ps.tx_max_l3;
+        const dpdk::PoolConfig need = dpdk::DpdkPort::min_pools(c);
+        c.pools.rx_mbufs = need.rx_mbufs * ps.rx_mbuf_factor;
+        c.pools.hdr_mbufs = need.hdr_mbufs;
+        c.pools.ext_mbufs = need.ext_mbufs;
+        if (ps.rx_data_room) c.pools.rx_data_room = ps.rx_data_room;
+        dpdk::DpdkPort dp(c);
+
+        const auto deadline = Clock::now() + std::chrono::seconds(ps.seconds);
+        rte_eth_link link{};
+        do {
+            rte_eth_link_get_nowait(port, &link);
+            if (Clock::now() > deadline) throw dpdk::DpdkError("link did not come up");
+        } while (!link.link_status);
+        const dpdk::PoolUsage u0 = dp.pool_usage();
+
+        const Workload& w = *ps.w;
+        const EngineConfig cfg = integrity_engine_config(ps.max_payload);
+        Engine eng(cfg);
+        LossyEngine lossy(eng, ps.loss, ps.seed * (ps.requester ? 3 : 5) + 1);
+        dpdk::EngineLoop<LossyEngine> loop(dp, lossy);
+        const uint64_t base_a = uint64_t(uintptr_t(ps.mem_a)), base_b = uint64_t(uintptr_t(ps.mem_b));
+        IntegritySide side(eng, w, ps.requester, ps.requester ? ps.mem_a : ps.mem_b, base_a, base_b, 0);
+        side.start();
+        const auto t0 = Clock::now();
+        auto pass = [&] {
+            loop.step(loop.now());
+            side.app();
+        };
+        while (!side.finished() && !side.failed() && Clock::now() < deadline) pass();
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        // Serve the peer a while longer: the responder acks the final SEND's
+        // retransmissions, the requester acks late READ/atomic responses; any
+        // completion now is a duplicate and fails verify().
+        const auto linger = Clock::now() + std::chrono::milliseconds(600);
+        while (Clock::now() < linger) pass();
+
+        ConnStats cs{};
+        eng.conn_stats(side.conn(), cs);
+        const dpdk::PortStats st = dp.stats();
+        std::printf("%s: %s in %.2f s: %zu ops, %.1f MB, injected drops %llu, retransmits %llu, rnr %llu, "
+                    "port rx %llu tx %llu rx-dropped %llu\n",
+                    who, side.finished() ? "finished" : "NOT finished", secs, w.want_send, w.payload_bytes / 1e6,
+                    (unsigned long long)lossy.dropped(), (unsigned long long)cs.retransmits,
+                    (unsigned long long)cs.rnr_drops, (unsigned long long)st.rx_packets,
+                    (unsigned long long)st.tx_packets, (unsigned long long)st.rx_dropped());
+        if (!side.finished()) {
+            for (const auto& e : side.errors()) std::fprintf(stderr, "%s: %s\n", who, e.c_str());
+            std::fprintf(stderr, "%s: timeout, connection %s\n", who, to_string(eng.conn_state(side.conn())));
+            return 5;
+        }
+        side.verify();
+        for (const auto& e : side.errors()) std::fprintf(stderr, "%s: %s\n", who, e.c_str());
+        if (side.failed()) return 6;
+        if (eng.stats().rx_decode_errors) {
+            std::fprintf(stderr, "%s: %llu decode errors\n", who, (unsigned long long)eng.stats().rx_decode_errors);
+            return 7;
+        }
+        const dpdk::PoolUsage u = dp.pool_usage();
+        if (u != u0) {
+            std::fprintf(stderr, "%s: mbufs in use rx %u hdr %u ext %u, at start %u %u %u\n", who, u.rx, u.hdr,
+                         u.ext, u0.rx, u0.hdr, u0.ext);
+            return 4;
+        }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", who, e.what());
+        return 2;
+    }
+}
+
+inline pid_t fork_side(const ProcSide& ps) {
+    std::fflush(nullptr);
+    const pid_t p = ::fork();
+    if (p == 0) {
+        const int rc = run_proc_side(ps);
+        std::fflush(nullptr);   // _exit skips stdio flushing
+        ::_exit(rc);
+    }
+    return p;
+}
+
+// Waits for both children until the deadline, kills what is left; exit codes (-1: killed or crashed).
+inline std::pair<int, int> wait_pair(pid_t a, pid_t b, int seconds) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+    int st[2] = {0, 0};
+    bool done[2] = {a <= 0, b <= 0};
+    const pid_t pid[2] = {a, b};
+    while (!(done[0] && done[1]) && Clock::now() < deadline) {
+        for (int i = 0; i < 2; ++i)
+            if (!done[i] && ::waitpid(pid[i], &st[i], WNOHANG) == pid[i]) done[i] = true;
+        ::usleep(10 * 1000);
+    }
+    int rc[2];
+    for (int i = 0; i < 2; ++i) {
+        if (pid[i] <= 0) {
+            rc[i] = -1;
+            continue;
+        }
+        if (!done[i]) {
+            ::kill(pid[i], SIGKILL);
+            ::waitpid(pid[i], &st[i], 0);
+        }
+        rc[i] = done[i] && WIFEXITED(st[i]) ? WEXITSTATUS(st[i]) : -1;
+    }
+    return {rc[0], rc[1]};
+}
+
+// Anonymous memory for both sides, mapped before fork.
+struct SharedLayout {
+    size_t len = 0;
+    uint8_t* a = nullptr;
+    uint8_t* b = nullptr;
+    explicit SharedLayout(size_t n) : len(n) {
+        a = static_cast<uint8_t*>(::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        b = static_cast<uint8_t*>(::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    }
+    bool ok() const { return a != MAP_FAILED && b != MAP_FAILED; }
+    ~SharedLayout() {
+        if (a != MAP_FAILED) ::munmap(a, len);
+        if (b != MAP_FAILED) ::munmap(b, len);
+    }
+};
+
+}  // namespace mroce::test
