@@ -63,7 +63,12 @@ struct PortConfig {
     uint16_t mtu = 0;             // 0: keep the port's MTU; frames above the MTU are dropped on TX
     // Largest IPv4 datagram TX accepts; 0: the port's MTU. Only for software
     // PMDs that carry more than the MTU they report (net_memif reports 1500
-    // and cannot be configured higher in 22.11, but chains buffers).
+    // and cannot be configured higher in 22.11, but chains buffers). With
+    // net_memif keep every frame within one memif buffer (vdev arg bsize):
+    // 22.11's memif TX never clears a reused first descriptor's flags on the
+    // client-to-server ring, so after a multi-buffer frame a one-buffer frame
+    // in that slot is chained past the ring head by the server's RX (stale
+    // frames replayed, garbage, crashes; test_dpdk_integrity_memif.cpp).
     uint32_t tx_max_l3 = 0;
     uint32_t local_ip = 0;        // host order; RX drops frames to other addresses
     bool local_mac_from_port = true;
