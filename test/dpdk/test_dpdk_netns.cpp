@@ -120,6 +120,7 @@ void run_netns(const Workload& w, uint16_t max_payload, const char* what) {
         ps.mem_a = mem.a;
         ps.mem_b = mem.b;
         ps.seconds = 30;
+        ps.kernel_link = true;
         return ps;
     };
     const pid_t b = fork_side(side(1));
