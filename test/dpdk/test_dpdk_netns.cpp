@@ -3,9 +3,9 @@
 //
 // Two processes, each in its own network namespace with its own EAL and a
 // net_af_packet port on one end of a veth pair: the engines connect and move
-// a multi-MB WRITE and a SEND byte-exact, then the all-operation mix. The
-// addresses live inside the namespaces only, so no traffic can leave the
-// veth pair. Needs root and `ip netns`; skipped with a warning otherwise.
+// a multi-MB WRITE and a SEND byte-exact, then the all-operation mix (also
+// at 10% injected receive loss). The addresses live inside the namespaces
+// only, so no traffic can leave the veth pair. Needs root and `ip netns`; skipped with a warning otherwise.
 // Namespaces (and with them the veth pair) are deleted even when a check fails.
 #include <catch2/catch.hpp>
 
@@ -96,7 +96,7 @@ struct VethPair {
     }
 };
 
-void run_netns(const Workload& w, uint16_t max_payload, const char* what) {
+void run_netns(const Workload& w, uint16_t max_payload, double loss, const char* what) {
     VethPair v;
     if (!v.up) {
         WARN("skipped (" << what << "): needs root and working `ip netns`: " << v.why);
@@ -121,6 +121,8 @@ void run_netns(const Workload& w, uint16_t max_payload, const char* what) {
         ps.mem_b = mem.b;
         ps.seconds = 30;
         ps.kernel_link = true;
+        ps.loss = loss;
+        ps.seed = w.seed;
         return ps;
     };
     const pid_t b = fork_side(side(1));
@@ -137,10 +139,15 @@ void run_netns(const Workload& w, uint16_t max_payload, const char* what) {
 
 TEST_CASE("dpdk netns: af_packet over a veth pair, WRITE 4 MiB + SEND byte-exact", "[dpdk][netns]") {
     const Workload w = Workload::make_write_send(31, (4u << 20) + 777, 60000, 16u << 20);
-    run_netns(w, 1024, "WRITE + SEND");
+    run_netns(w, 1024, 0.0, "WRITE + SEND");
 }
 
 TEST_CASE("dpdk netns: af_packet over a veth pair, all operations", "[dpdk][netns]") {
     const Workload w = Workload::make(32, 4, 100, 16u << 20);
-    run_netns(w, 1024, "all operations");
+    run_netns(w, 1024, 0.0, "all operations");
+}
+
+TEST_CASE("dpdk netns: af_packet over a veth pair, all operations at 10% injected loss", "[dpdk][netns]") {
+    const Workload w = Workload::make(33, 4, 100, 16u << 20);
+    run_netns(w, 1024, 0.10, "all operations, 10% loss");
 }
