@@ -74,8 +74,12 @@ void Device::engine_thread() {
             std::lock_guard<std::mutex> g(mu_);
             pending = eng_.tx_pending(tr_->now());
         }
-        if (tr_->idle(moved != 0 || pending, tr_->now(), deadline)) ++dst_.blocks;
+        const bool blocked = tr_->idle(moved != 0 || pending, tr_->now(), deadline);
         sleeping_.store(false, std::memory_order_relaxed);
+        if (blocked) {
+            std::lock_guard<std::mutex> g(mu_);
+            ++dst_.blocks;
+        }
     }
 }
 
