@@ -16,6 +16,8 @@ void PathWindow::reset() noexcept {
     round_open_ = false;
     round_acked_ = round_marked_ = 0;
     cut_this_round_ = false;
+    min_rtt_ = 0;  // a revived path may have a new route
+    limit_ = 0;
 }
 
 void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept {
@@ -29,10 +31,12 @@ void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint3
         // R-CC-2: react to the first mark of a round at once (steering needs it
         // now), by the running alpha; alpha itself is updated per round.
         const double a = std::max(alpha_, cfg_.dctcp_g);
-        cwnd_ = std::max(cfg_.min_cwnd, cwnd_ * (1.0 - a / 2.0));
+        // Cut what is in use: a window above the hint cap carried no data.
+        cwnd_ = std::max(cfg_.min_cwnd, cwnd() * (1.0 - a / 2.0));
         cut_this_round_ = true;
         ++cuts_;
-    } else if (marked == 0 && acked > 0) {
+    } else if (marked == 0 && acked > 0 && !(limit_ > 0 && limit_ < cwnd_)) {
+        // (No growth while the hint cap binds: that window was not tested.)
         // R-CC-3: additive increase of ai_per_rtt packets per window of acks.
         cwnd_ = std::min(cfg_.max_cwnd, cwnd_ + cfg_.ai_per_rtt * acked / cwnd_);
     }

@@ -578,11 +578,31 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     advance_una(p);
     if (newly) {
         p.consecutive_timeouts = 0;
-        if (a.ts_echo) rtt_sample(p, Time(uint32_t(uint32_t(now) - a.ts_echo)));
+        if (a.ts_echo) {
+            const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
+            rtt_sample(p, r);
+            p.cc.on_rtt(r);
+        }
     }
     const uint32_t marked = a.ce_count;
     if (marked) p.st.ce_marks += marked;
     p.cc.on_ack(std::max<uint32_t>(newly, marked), cfg.cc.ecn ? marked : 0, a.cum_psn, p.snd_nxt);
+    if (cfg.rate_hints) {
+        // R-HINT-6: pacing at the hint cannot drain a queue that windows
+        // sized before the first hint already built (an incast's first
+        // flights): it drains only at capacity minus the sum of hints. So
+        // each path is also capped at twice its share of hint x unqueued
+        // (minimum) RTT, never below 2 packets: a path a hostile or stale
+        // ack misjudges must keep enough window to recover.
+        uint32_t active = 0;
+        for (const TxPath& q : c.paths) active += q.state == PathStateKind::active;
+        double lim = 0;
+        if (c.hint_kbps && p.cc.min_rtt() && active) {
+            const double bytes = double(c.hint_kbps) * 125.0 / 1e9 * double(p.cc.min_rtt()) / double(active);
+            lim = std::max(2.0, 2.0 * bytes / double(c.seg + uint32_t(wire::kDataLen)));
+        }
+        p.cc.set_limit(lim);
+    }
     // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
     if (cfg.reroute_after_marks && p.cc.rounds() != p.rounds_seen) {
         p.rounds_seen = p.cc.rounds();

@@ -6,6 +6,7 @@
 // of their own, no I/O, no allocation after construction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -34,7 +35,15 @@ public:
     void on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept;
     void on_loss() noexcept;
     void on_timeout() noexcept;
-    double cwnd() const noexcept { return cwnd_; }
+    // RTT sample of this path; the smallest seen estimates the unqueued RTT.
+    void on_rtt(Time rtt) noexcept {
+        if (rtt && (!min_rtt_ || rtt < min_rtt_)) min_rtt_ = rtt;
+    }
+    Time min_rtt() const noexcept { return min_rtt_; }
+    // Caps the usable window at `pkts` (0 = no cap) without touching the AIMD
+    // state, so a raised cap is usable at once (R-HINT-6).
+    void set_limit(double pkts) noexcept { limit_ = pkts; }
+    double cwnd() const noexcept { return limit_ > 0 && limit_ < cwnd_ ? std::max(cfg_.min_cwnd, limit_) : cwnd_; }
     double alpha() const noexcept { return alpha_; }
     // Rounds since the last round that saw a mark (0 = marked in this or the last round).
     uint32_t rounds_since_mark() const noexcept { return rounds_since_mark_; }
@@ -53,6 +62,8 @@ private:
     uint32_t rounds_since_mark_ = 1000;
     uint64_t cuts_ = 0;
     uint64_t rounds_ = 0;
+    Time min_rtt_ = 0;
+    double limit_ = 0;
 };
 
 // Sender-side pacer toward the receiver's hint (R-HINT-5). Rate in kbit/s;
