@@ -65,6 +65,13 @@ public:
 
 enum class ProgressMode : uint8_t { manual, automatic };
 
+inline EngineConfig socket_engine_defaults() {
+    EngineConfig e;
+    e.min_rto = 1'000'000;
+    e.initial_rto = 2'000'000;
+    return e;
+}
+
 struct DeviceConfig {
     std::string name = "default";
     std::string driver = "udp";         // udp | dpdk (dpdk: not wired to the native API yet)
@@ -77,7 +84,11 @@ struct DeviceConfig {
     uint32_t rx_batch = 64;
     bool gso = true;
     bool gro = true;
-    EngineConfig engine{};              // num_paths, max_payload, rx_capacity_mbps, timers, ...
+    // num_paths, max_payload, rx_capacity_mbps, timers, ... Over sockets the
+    // RTO floor is 1 ms, not the engine's 100 us: a descheduled peer process
+    // (two processes on two cores) otherwise fires spurious timeouts that each
+    // resend a path's window and collapse it (doc/performance.md section 3).
+    EngineConfig engine = socket_engine_defaults();
 
     // TEST ONLY fault injection, applied to received packets before rx_burst:
     // seeded random drop with probability inject_loss, CE marking with inject_ce.
