@@ -5,7 +5,8 @@
 // net_af_packet port on one end of a veth pair: the engines connect and move
 // a multi-MB WRITE and a SEND byte-exact, then the all-operation mix (also
 // at 10% injected receive loss). The addresses live inside the namespaces
-// only, so no traffic can leave the veth pair. Needs root and `ip netns`; skipped with a warning otherwise.
+// only, so no traffic can leave the veth pair. Needs root and `ip netns`;
+// skipped with a warning otherwise.
 // Namespaces (and with them the veth pair) are deleted even when a check fails.
 #include <catch2/catch.hpp>
 
