@@ -198,8 +198,13 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         rp.ack_ce = true;
     }
     rp.ts_last = d.ts;
+    // R-ACK-1: what the sender must learn now is never delayed.
+    if (ce || pr != SackBitmap::Result::fresh || rp.sack.has_gap() || (d.dflags & wire::kDataAckNow) ||
+        uint64_t(d.offset) + d.payload_len >= d.msg_len)
+        rp.ack_now = true;
     if (!rp.ack_pending) {
         rp.ack_pending = true;
+        rp.first_pending = now;
         ++c.acks_pending;
     }
     fair.on_rx(c.fair_idx, d.payload_len + uint32_t(wire::kDataLen), now);

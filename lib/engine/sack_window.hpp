@@ -89,6 +89,8 @@ struct RxPath {
     uint16_t rx_pending = 0;
     bool ack_pending = false;
     bool ack_ce = false;
+    bool ack_now = false;        // R-ACK-1: a gap, CE, duplicate or message end: ack at once
+    uint64_t first_pending = 0;  // when the oldest unacked packet arrived (ack_delay)
     uint64_t rx_packets = 0;
     uint64_t rx_ce = 0;
 };

@@ -20,6 +20,13 @@ static Time backed_off_rto(const TxPath& p, const EngineConfig& cfg) {
     return std::min<Time>(p.rto << std::min<uint32_t>(p.consecutive_timeouts, 16), cfg.max_rto);
 }
 
+// R-ACK-1: a pending ack goes out at once unless ack_delay allows holding
+// it, and then after kAckEvery packets or ack_delay at the latest.
+static constexpr uint16_t kAckEvery = 8;
+static bool ack_due(const RxPath& rp, const EngineConfig& cfg, Time now) {
+    return cfg.ack_delay == 0 || rp.ack_now || rp.rx_pending >= kAckEvery || now - rp.first_pending >= cfg.ack_delay;
+}
+
 // R-SCHED-1: a path may take a packet when it is active, under its window and
 // inside its SACK span. The scheduler and the deadline both ask this.
 static bool path_open(const TxPath& p) {
@@ -35,7 +42,10 @@ bool Engine::tx_pending(Time now) const {
     if (now >= I.next_timer) return true;
     for (const Conn* c : I.conns) {
         if (!c) continue;
-        if (!c->ctrl.empty() || c->acks_pending) return true;
+        if (!c->ctrl.empty()) return true;
+        if (c->acks_pending)
+            for (const RxPath& rp : c->rx_paths)
+                if (rp.ack_pending && ack_due(rp, I.cfg, now)) return true;
         if (c->state != ConnState::established) continue;
         if (c->has_sendable() && c->pacer.allow(now, c->seg)) {
             for (const TxPath& p : c->paths)
@@ -51,7 +61,14 @@ Time Engine::Impl::deadline(Time now) const {
     Time t = next_timer;
     for (const Conn* c : conns) {
         if (!c) continue;
-        if (!c->ctrl.empty() || c->acks_pending) return now;
+        if (!c->ctrl.empty()) return now;
+        if (c->acks_pending) {
+            for (const RxPath& rp : c->rx_paths) {
+                if (!rp.ack_pending) continue;
+                if (ack_due(rp, cfg, now)) return now;
+                t = std::min(t, rp.first_pending + cfg.ack_delay);
+            }
+        }
         if (c->state != ConnState::established) continue;
         if (c->has_sendable()) {
             // Blocked by windows: an ack (input) or a timer unblocks it.
@@ -84,7 +101,8 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
         if (c->state != ConnState::established && c->state != ConnState::closing) continue;
         if (c->acks_pending) {
             for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
-                if (c->rx_paths[pi].ack_pending && emit_ack(*c, pi, out[n])) ++n;
+                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
+                    ++n;
         }
         while (n < max && emit_data(*c, out[n], now)) ++n;
     }
@@ -187,6 +205,7 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
     const size_t hl = wire::encode_ack({o.hdr, sizeof o.hdr}, h, a);
     rp.ack_pending = false;
     rp.ack_ce = false;
+    rp.ack_now = false;
     rp.ce_pending = rp.rx_pending = 0;
     --c.acks_pending;
     fill_tx(o, c, uint16_t(pi % c.paths.size()), hl);
