@@ -23,29 +23,14 @@
 
 #include <fmt/format.h>
 
+#include "../common/test_random.hpp"
 #include "mroce/dpdk/loop.hpp"
 #include "mroce/dpdk/port.hpp"
 #include "mroce/engine.hpp"
 
 namespace mroce::test {
 
-struct Rng {
-    uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed) {}
-    uint64_t next() {
-        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return double(next() >> 11) / double(1ull << 53); }
-};
-
-inline uint64_t fnv(const uint8_t* p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
+using Rng = SplitMix;
 
 class LossyEngine {
 public:

@@ -15,21 +15,10 @@
 #include <queue>
 #include <vector>
 
+#include "../common/test_random.hpp"
 #include "mroce/engine.hpp"
 
 namespace mroce::test {
-
-struct SplitMix {
-    uint64_t s;
-    explicit SplitMix(uint64_t seed) : s(seed) {}
-    uint64_t next() {
-        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return double(next() >> 11) / double(1ull << 53); }
-};
 
 struct PairLink {
     Engine* eng[2];

@@ -18,14 +18,9 @@
 using namespace mroce;
 using mroce::test::PairLink;
 using mroce::test::SplitMix;
+using mroce::test::fnv;
 
 namespace {
-
-uint64_t fnv(const uint8_t* p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
 
 struct Msg {
     OpKind op;
