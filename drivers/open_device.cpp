@@ -3,6 +3,7 @@
 //
 // open_device(): the one place that maps DeviceConfig::driver to a concrete
 // driver, so lib/ (the engine and the native API) never depends on drivers/.
+// DpdkTransport is in open_device_dpdk.cpp (built when DPDK is found).
 #include <arpa/inet.h>
 
 #include <string>
@@ -65,6 +66,10 @@ private:
 
 }  // namespace
 
+#ifdef MROCE_HAVE_DPDK
+std::unique_ptr<Transport> make_dpdk_transport(const DeviceConfig& cfg);   // open_device_dpdk.cpp
+#endif
+
 std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
     if (cfg.driver == "udp") {
         udp::UdpConfig uc;
@@ -88,9 +93,13 @@ std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
         }
         return std::make_unique<Device>(cfg, std::move(t));
     }
-    if (cfg.driver == "dpdk")
-        throw Error("device '" + cfg.name + "': driver dpdk is not available through the native API yet " +
-                    "(use app/dpdk-bench)");
+    if (cfg.driver == "dpdk") {
+#ifdef MROCE_HAVE_DPDK
+        return std::make_unique<Device>(cfg, make_dpdk_transport(cfg));
+#else
+        throw Error("device '" + cfg.name + "': driver dpdk: this build has no DPDK (meson option dpdk)");
+#endif
+    }
     throw Error("device '" + cfg.name + "': unknown driver '" + cfg.driver + "'");
 }
 

@@ -106,6 +106,7 @@ void usage(FILE* f) {
         "  -p, --port P          server's well-known UDP port (default: the config's port, 4793)\n"
         "      --local-port P    client's own well-known port (default: server port + 200);\n"
         "                        path source ports are the next path_port_span ports after it\n"
+        "                        (driver udp only: dpdk devices have their own addresses and share -p)\n"
         "  -s, --size BYTES      message size (default 65536; --lat: 8)\n"
         "  -n, --iters N         messages in total over all streams (default 5000 unless -D)\n"
         "  -D, --duration S      run S seconds instead of a message count\n"
@@ -121,7 +122,8 @@ void usage(FILE* f) {
         "      --device NAME     device section of the configuration (default: the first)\n"
         "      --conn-timeout MS peer silent this long with work outstanding: connection error\n"
         "      --accept-timeout S  server gives up waiting for a client after S seconds (default 60)\n"
-        "      --spin-us N       busy-poll N us after activity before blocking in epoll (default: the\n"
+        "      --spin-us N       busy-poll N us after activity before blocking (udp: in epoll; dpdk:\n"
+        "                        50 us naps) (default: the\n"
         "                        config's spin_us, 50; --lat: at least 1000 on the client, as waking\n"
         "                        from epoll costs more than a round trip). The server follows the\n"
         "                        config/flag of its own command line only: give it --spin-us 1000\n"
@@ -348,7 +350,12 @@ DeviceConfig make_cfg(const Opts& o, bool client) {
     const Config cfg = load_config(o.config);
     DeviceConfig d = cfg.device(o.device);
     const uint16_t server_port = o.port ? o.port : d.port;
-    if (client) {
+    if (d.driver == "dpdk") {
+        // Each DPDK device owns an address (and MAC); all of one fabric share the UDP port.
+        if (o.local_port) die_usage("--local-port: not used with driver dpdk (each device has its own address; "
+                                    "client and server share the UDP port)");
+        d.port = server_port;
+    } else if (client) {
         d.port = o.local_port ? o.local_port : uint16_t(server_port + 200);
         d.path_port_base = 0;
     } else if (o.port) {

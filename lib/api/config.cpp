@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -82,6 +83,84 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     return true;
 }
 
+bool parse_mac_text(const std::string& s) {
+    unsigned v[6];
+    char tail;
+    if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
+        return false;
+    return s.size() == 17;
+}
+
+// "IP MAC, IP MAC, ...": checked here so a typo names its key and line, not a
+// DPDK error at open time.
+void check_neighbours(const Where& w, const std::string& v) {
+    std::istringstream in(v);
+    std::string entry;
+    std::vector<std::string> seen;
+    while (std::getline(in, entry, ',')) {
+        std::istringstream e(entry);
+        std::string ip, mac, extra;
+        e >> ip >> mac;
+        if (ip.empty() && mac.empty()) w.bad("empty entry (expected 'IP MAC' entries separated by commas)", v);
+        in_addr a{};
+        if (inet_pton(AF_INET, ip.c_str(), &a) != 1) w.bad("'" + ip + "' is not an IPv4 address", v);
+        if (!parse_mac_text(mac)) w.bad("'" + mac + "' is not a MAC address (xx:xx:xx:xx:xx:xx)", v);
+        if (e >> extra) w.bad("entry '" + trim(entry) + "' has more than 'IP MAC'", v);
+        for (const auto& s : seen)
+            if (s == ip) w.bad("neighbour " + ip + " listed twice", v);
+        seen.push_back(ip);
+    }
+}
+
+// An EAL core list: "N", "N,M", "N-M" combinations.
+bool core_list(const std::string& v) {
+    if (v.empty()) return false;
+    bool digit = false;
+    for (char c : v) {
+        if (c >= '0' && c <= '9') digit = true;
+        else if ((c == ',' || c == '-') && digit) digit = false;
+        else return false;
+    }
+    return digit;
+}
+
+// driver = dpdk keys. Returns false for a key that is not one of them.
+bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDeviceConfig& p) {
+    if (k == "eal_args") {
+        // Core and memory options have their own keys, so the two cannot disagree.
+        std::istringstream in(v);
+        for (std::string a; in >> a;) {
+            if (a == "-l" || a == "-c" || a == "--lcores" || a.rfind("--lcores=", 0) == 0)
+                w.bad("choose cores with key 'lcores', not " + a + " in eal_args", v);
+            if (a == "--file-prefix" || a.rfind("--file-prefix=", 0) == 0)
+                w.bad("the file prefix is per process (mroce-<pid>); do not set it", v);
+        }
+        p.eal_args = v;
+    } else if (k == "eal_memory_mb") p.eal_memory_mb = uint32_t(parse_uint(w, v, 16, 1u << 20));
+    else if (k == "dpdk_port") p.port = v;   // empty: the only port (checked at open)
+    else if (k == "neighbours") {
+        check_neighbours(w, v);
+        p.neighbours = v;
+    } else if (k == "mac") {
+        if (!v.empty() && !parse_mac_text(v)) w.bad("expected a MAC address (xx:xx:xx:xx:xx:xx) or nothing", v);
+        p.mac = v;
+    } else if (k == "lcores") {
+        if (v != "auto" && !core_list(v)) w.bad("expected auto or a core list such as 2 or 2,3 or 2-3", v);
+        p.lcores = v;
+    } else if (k == "rx_queues") p.rx_queues = uint16_t(parse_uint(w, v, 1, 64));
+    else if (k == "tx_queues") p.tx_queues = uint16_t(parse_uint(w, v, 1, 64));
+    else if (k == "rx_desc") p.rx_desc = uint16_t(parse_uint(w, v, 64, 32768));
+    else if (k == "tx_desc") p.tx_desc = uint16_t(parse_uint(w, v, 64, 32768));
+    else if (k == "rx_mbufs") p.rx_mbufs = uint32_t(parse_uint(w, v, 0, 1u << 24));
+    else if (k == "hdr_mbufs") p.hdr_mbufs = uint32_t(parse_uint(w, v, 0, 1u << 24));
+    else if (k == "ext_mbufs") p.ext_mbufs = uint32_t(parse_uint(w, v, 0, 1u << 24));
+    else if (k == "mbuf_cache") p.mbuf_cache = uint32_t(parse_uint(w, v, 0, 512));
+    else if (k == "rx_data_room") p.rx_data_room = uint32_t(parse_uint(w, v, 0, 65535));
+    else if (k == "tx_max_l3") p.tx_max_l3 = uint32_t(parse_uint(w, v, 0, 65535));
+    else return false;
+    return true;
+}
+
 bool device_key(const Where& w, const std::string& k, const std::string& v, DeviceConfig& d) {
     if (k == "driver") {
         if (v != "udp" && v != "dpdk") w.bad("expected udp or dpdk", v);
@@ -101,6 +180,7 @@ bool device_key(const Where& w, const std::string& k, const std::string& v, Devi
     else if (k == "rx_batch") d.rx_batch = uint32_t(parse_uint(w, v, 1, 1024));
     else if (k == "gso") d.gso = parse_bool(w, v);
     else if (k == "gro") d.gro = parse_bool(w, v);
+    else if (dpdk_key(w, k, v, d.dpdk)) return true;
     else return engine_key(w, k, v, d.engine);
     return true;
 }
@@ -113,6 +193,16 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
     if (base + d.path_port_span - 1 > 65535) bad("path_port_span", "path ports run past 65535");
     if (d.port >= base && d.port < base + d.path_port_span) bad("path_port_base", "path ports overlap the listen port");
     if (d.engine.min_rto > d.engine.max_rto) bad("min_rto_us", "larger than max_rto_us");
+    if (d.driver == "dpdk") {
+        const DpdkDeviceConfig& p = d.dpdk;
+        if (p.rx_data_room && p.rx_data_room <= 128)
+            bad("rx_data_room", "must exceed the 128 B mbuf headroom (0: derived from max_payload)");
+        // IPv4 + UDP + the largest mroce header + one segment must fit a sent frame.
+        const uint32_t l3 = 28 + 72 + d.engine.max_payload;
+        if (p.tx_max_l3 && p.tx_max_l3 < l3)
+            bad("tx_max_l3", std::to_string(p.tx_max_l3) + " B cannot carry max_payload " +
+                                 std::to_string(d.engine.max_payload) + " (needs " + std::to_string(l3) + ")");
+    }
 }
 
 }  // namespace
@@ -187,10 +277,17 @@ Config parse_config(std::string_view text, const std::string& origin) {
         DeviceConfig d;
         d.name = name;
         for (const auto& kv : engine_kvs) engine_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, d.engine);
-        for (const auto& kv : kvs)
+        const Kv* dpdk_only = nullptr;
+        for (const auto& kv : kvs) {
             if (!device_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, d))
                 throw ConfigError(origin + ":" + std::to_string(kv.line) + ": key '" + kv.k +
                                   "': unknown in [device " + name + "]");
+            DpdkDeviceConfig scratch;
+            if (!dpdk_only && dpdk_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, scratch)) dpdk_only = &kv;
+        }
+        if (dpdk_only && d.driver != "dpdk")
+            throw ConfigError(origin + ":" + std::to_string(dpdk_only->line) + ": key '" + dpdk_only->k +
+                              "': only for driver = dpdk (device '" + name + "' uses " + d.driver + ")");
         check_device(origin, d);
         cfg.devices.push_back(std::move(d));
     }

@@ -72,9 +72,26 @@ inline EngineConfig socket_engine_defaults() {
     return e;
 }
 
+// Keys of a driver = dpdk device (config/mroce.conf documents them). The
+// native layer only carries them; drivers/open_device_dpdk.cpp applies them.
+struct DpdkDeviceConfig {
+    std::string eal_args;               // passed to rte_eal_init, split at blanks
+    uint32_t eal_memory_mb = 256;       // -m when running without hugepages
+    std::string port;                   // ethdev name (net_memif0) or port id; empty: the only port
+    std::string neighbours;             // static neighbour table: "IP MAC, IP MAC, ..."
+    std::string mac;                    // local MAC; empty: the port's own
+    std::string lcores = "auto";        // auto (hwloc) or an EAL core list ("2", "2,3")
+    uint16_t rx_queues = 1, tx_queues = 1;
+    uint16_t rx_desc = 1024, tx_desc = 1024;
+    uint32_t rx_mbufs = 0, hdr_mbufs = 0, ext_mbufs = 0;  // 0: derived from the queue geometry
+    uint32_t mbuf_cache = 0;
+    uint32_t rx_data_room = 0;          // 0: one whole max_payload frame per RX mbuf
+    uint32_t tx_max_l3 = 0;             // 0: the port's MTU
+};
+
 struct DeviceConfig {
     std::string name = "default";
-    std::string driver = "udp";         // udp | dpdk (dpdk: not wired to the native API yet)
+    std::string driver = "udp";         // udp | dpdk
     std::string address = "127.0.0.1";  // local IPv4 address to bind
     uint16_t port = 4793;               // well-known (listen) UDP port
     uint16_t path_port_base = 0;        // first path source port; 0: port + 1
@@ -84,6 +101,7 @@ struct DeviceConfig {
     uint32_t rx_batch = 64;
     bool gso = true;
     bool gro = true;
+    DpdkDeviceConfig dpdk;              // driver = dpdk only
     // num_paths, max_payload, rx_capacity_mbps, timers, ... Over sockets the
     // RTO floor is 1 ms, not the engine's 100 us: a descheduled peer process
     // (two processes on two cores) otherwise fires spurious timeouts that each

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// DpdkTransport: the native API's Transport over one DpdkPort queue pair, for
+// DeviceConfig::driver == "dpdk". Part of the device factory (lib/api cannot
+// see drivers/, and drivers/dpdk does not know the native API).
+//
+// The EAL can be initialised once per process: the first dpdk device does it
+// from its eal_args and lcores keys, later devices must name the same ones
+// (and another port); it is shut down at process exit.
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <rte_ethdev.h>
+#include <rte_pause.h>
+
+#include "mroce/api.hpp"
+#include "mroce/dpdk/eal.hpp"
+#include "mroce/dpdk/lcores.hpp"
+#include "mroce/dpdk/loop.hpp"
+#include "mroce/dpdk/port.hpp"
+
+namespace mroce {
+
+namespace {
+
+std::vector<std::string> split_blanks(const std::string& s) {
+    std::istringstream in(s);
+    std::vector<std::string> out;
+    for (std::string a; in >> a;) out.push_back(a);
+    return out;
+}
+
+// A PCI address among the EAL arguments (-a/--allow, the legacy -w), for the NIC's NUMA node.
+std::string pci_of(const std::vector<std::string>& args, const std::string& port) {
+    const auto is_pci = [](const std::string& s) {
+        return s.find(':') != std::string::npos && s.find('.') != std::string::npos && s.rfind("net_", 0) != 0;
+    };
+    if (is_pci(port)) return port;
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string v;
+        if ((args[i] == "-a" || args[i] == "-w" || args[i] == "--allow") && i + 1 < args.size()) v = args[i + 1];
+        else if (args[i].rfind("--allow=", 0) == 0) v = args[i].substr(8);
+        else if (args[i].rfind("-a", 0) == 0 && args[i].size() > 2) v = args[i].substr(2);
+        if (!v.empty()) return v.substr(0, v.find(','));   // drop devargs
+    }
+    return {};
+}
+
+struct EalSession {
+    std::mutex mu;
+    bool ours = false;
+    std::string eal_args, lcores, owner;
+    std::vector<std::string> used;
+};
+EalSession& eal_session() {
+    static EalSession s;
+    return s;
+}
+
+void eal_at_exit() { dpdk::eal_cleanup(); }
+
+// Brings the EAL up for this device (or checks it is up with the same arguments).
+void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
+    EalSession& s = eal_session();
+    std::lock_guard<std::mutex> g(s.mu);
+    if (dpdk::eal_initialised()) {
+        if (s.ours && (s.eal_args != cfg.dpdk.eal_args || s.lcores != cfg.dpdk.lcores))
+            throw Error(who + ": the EAL is already initialised in this process by device '" + s.owner +
+                        "' with other eal_args/lcores (DPDK initialises once per process: give both the same)");
+        return;   // up, ours with the same arguments, or brought up by the embedding program
+    }
+    std::vector<std::string> args = split_blanks(cfg.dpdk.eal_args);
+    const std::string pci = pci_of(args, cfg.dpdk.port);
+    // One busy lcore: manual progress and the automatic engine thread both drive
+    // the engine from one thread (the EAL main lcore in manual mode).
+    const unsigned want = 1;
+    std::string placement;
+    if (cfg.dpdk.lcores == "auto") {
+        const dpdk::Topology topo = dpdk::machine_topology(pci);
+        const dpdk::LcoreChoice ch = dpdk::choose_lcores(topo, want);
+        if (ch.cpus.empty()) throw Error(who + ": lcores = auto: no CPU found to run on");
+        const auto a = ch.eal_args();
+        args.insert(args.begin(), a.begin(), a.end());
+        placement = "auto: " + ch.describe(topo);
+    } else {
+        try {
+            dpdk::parse_core_list(cfg.dpdk.lcores);
+        } catch (const std::exception& e) {
+            throw Error(who + ": key 'lcores': " + e.what());
+        }
+        args.insert(args.begin(), {"-l", cfg.dpdk.lcores});
+        placement = "from configuration (lcores = " + cfg.dpdk.lcores + ")";
+    }
+    dpdk::EalConfig ec;
+    ec.program = "mroce";
+    ec.args = args;
+    ec.memory_mb = cfg.dpdk.eal_memory_mb;
+    try {
+        s.used = dpdk::eal_init(ec);
+    } catch (const std::exception& e) {
+        throw Error(who + ": key 'eal_args': " + e.what());
+    }
+    s.ours = true;
+    s.eal_args = cfg.dpdk.eal_args;
+    s.lcores = cfg.dpdk.lcores;
+    s.owner = cfg.name;
+    std::atexit(eal_at_exit);
+    std::string joined;
+    for (const auto& a : s.used) joined += (joined.empty() ? "" : " ") + a;
+    std::fprintf(stderr, "mroce dpdk: lcores %s\nmroce dpdk: EAL %s\n", placement.c_str(), joined.c_str());
+}
+
+uint16_t find_port(const DeviceConfig& cfg, const std::string& who) {
+    const std::string& p = cfg.dpdk.port;
+    std::string names;
+    uint16_t id;
+    RTE_ETH_FOREACH_DEV(id) {
+        char name[RTE_ETH_NAME_MAX_LEN] = {};
+        rte_eth_dev_get_name_by_port(id, name);
+        names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", id, name);
+    }
+    if (names.empty()) names = "none";
+    if (p.empty()) {
+        if (rte_eth_dev_count_avail() != 1)
+            throw Error(who + ": key 'dpdk_port' is needed: " + std::to_string(rte_eth_dev_count_avail()) +
+                        " ports available: " + names);
+        return uint16_t(rte_eth_find_next(0));
+    }
+    if (std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        const unsigned long v = std::strtoul(p.c_str(), nullptr, 10);
+        if (v >= RTE_MAX_ETHPORTS || !rte_eth_dev_is_valid_port(uint16_t(v)))
+            throw Error(who + ": key 'dpdk_port': no port " + p + " (ports: " + names + ")");
+        return uint16_t(v);
+    }
+    uint16_t pid = 0;
+    if (rte_eth_dev_get_port_by_name(p.c_str(), &pid) != 0)
+        throw Error(who + ": key 'dpdk_port': no port named '" + p + "' (ports: " + names + ")");
+    return pid;
+}
+
+std::vector<dpdk::Neighbour> parse_neighbours(const std::string& s) {
+    std::vector<dpdk::Neighbour> out;
+    std::istringstream in(s);
+    for (std::string entry; std::getline(in, entry, ',');) {
+        std::istringstream e(entry);
+        std::string ip, mac;
+        if (!(e >> ip >> mac)) continue;
+        out.push_back({dpdk::parse_ipv4(ip), dpdk::parse_mac(mac)});
+    }
+    return out;
+}
+
+class DpdkTransport final : public Transport {
+public:
+    // The EAL comes first: the TSC clock member needs it.
+    explicit DpdkTransport(const DeviceConfig& cfg)
+        : who_("device '" + cfg.name + "' (dpdk)"), eal_up_((ensure_eal(cfg, who_), true)) {
+        const DpdkDeviceConfig& d = cfg.dpdk;
+        dpdk::PortConfig pc;
+        pc.port_id = find_port(cfg, who_);
+        char name[RTE_ETH_NAME_MAX_LEN] = {};
+        rte_eth_dev_get_name_by_port(pc.port_id, name);
+        port_name_ = name;
+        {
+            EalSession& s = eal_session();
+            std::lock_guard<std::mutex> g(s.mu);
+            // Its queues are this device's: a second device on it would steal frames.
+            for (uint16_t p : ports_in_use())
+                if (p == pc.port_id) throw Error(who_ + ": port " + port_name_ + " is already used by another device");
+            ports_in_use().push_back(pc.port_id);
+        }
+        claimed_ = pc.port_id;
+        try {
+            pc.local_ip = dpdk::parse_ipv4(cfg.address);
+            pc.udp_port = cfg.port;
+            if (!d.mac.empty()) {
+                pc.local_mac_from_port = false;
+                pc.local_mac = dpdk::parse_mac(d.mac);
+            }
+            pc.neighbours = parse_neighbours(d.neighbours);
+            pc.rx_queues = d.rx_queues;
+            pc.tx_queues = d.tx_queues;
+            pc.rx_desc = d.rx_desc;
+            pc.tx_desc = d.tx_desc;
+            pc.burst = uint16_t(std::min<uint32_t>(cfg.rx_batch, 1024));
+            pc.tx_max_l3 = d.tx_max_l3;
+            // One whole frame of the largest segment per RX mbuf: no chained frames, no linearising copy.
+            const uint32_t frame = 14 + 20 + 8 + 72 + cfg.engine.max_payload;
+            const uint32_t room = d.rx_data_room ? d.rx_data_room : RTE_PKTMBUF_HEADROOM + ((frame + 63) / 64) * 64;
+            pc.pools.rx_data_room = uint16_t(std::min<uint32_t>(room, 65535));
+            pc.pools.cache = d.mbuf_cache;
+            const dpdk::PoolConfig need = dpdk::DpdkPort::min_pools(pc);
+            // RX twice the minimum: a frame above one RX buffer (an rx_data_room set
+            // below the frame size, or a PMD that splits) takes several.
+            pc.pools.rx_mbufs = d.rx_mbufs ? d.rx_mbufs : 2 * need.rx_mbufs;
+            pc.pools.hdr_mbufs = d.hdr_mbufs ? d.hdr_mbufs : need.hdr_mbufs;
+            pc.pools.ext_mbufs = d.ext_mbufs ? d.ext_mbufs : need.ext_mbufs;
+            port_ = std::make_unique<dpdk::DpdkPort>(pc);
+        } catch (const std::exception& e) {
+            release_port();
+            throw Error(who_ + ", port " + port_name_ + ": " + e.what());
+        }
+        const uint32_t l3 = 28 + 72 + cfg.engine.max_payload;
+        if (const uint32_t max_l3 = port_->caps().tx_max_l3; max_l3 < l3) {
+            port_.reset();
+            release_port();
+            throw Error(who_ + ", port " + port_name_ + ": key 'tx_max_l3': the port sends IPv4 datagrams up to " +
+                        std::to_string(max_l3) + " B (MTU), max_payload " +
+                        std::to_string(cfg.engine.max_payload) + " needs " + std::to_string(l3) +
+                        " (raise the MTU, set tx_max_l3 for software PMDs, or lower max_payload)");
+        }
+        spin_ns_ = Time(cfg.spin_us) * 1000;
+        at_open_ = port_->pool_usage();
+    }
+
+    ~DpdkTransport() override {
+        port_->rx_release(0);
+        const dpdk::PoolUsage u = port_->pool_usage();
+        if (u != at_open_)
+            std::fprintf(stderr, "mroce dpdk: %s: mbufs in use at close rx %u hdr %u ext %u, at open %u %u %u\n",
+                         who_.c_str(), u.rx, u.hdr, u.ext, at_open_.rx, at_open_.hdr, at_open_.ext);
+        port_.reset();
+        release_port();
+    }
+
+    Time now() noexcept override { return clock_.now(); }
+    size_t recv_burst(RxPacket* out, size_t max) override { return port_->rx_burst(0, out, max); }
+    size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) override {
+        const size_t s = port_->tx_burst(0, pkts, n);
+        for (size_t i = s; i < n; ++i) *unsent++ = uint32_t(i);
+        return s;
+    }
+    // Busy-poll for spin_us after activity (an lcore is dedicated to this),
+    // then nap at most 50 us at a time so an idle device yields a shared CPU;
+    // wake() therefore needs no file descriptor: a nap ends on its own.
+    bool idle(bool active, Time now, Time deadline) override {
+        if (active || woken_.exchange(false, std::memory_order_relaxed)) {
+            last_active_ = now;
+            return false;
+        }
+        if (now - last_active_ < spin_ns_) {
+            rte_pause();
+            return false;
+        }
+        const Time nap = std::min<Time>(deadline > now ? deadline - now : 0, 50'000);
+        if (nap < 2'000) return false;
+        const timespec ts{0, long(nap)};
+        ::nanosleep(&ts, nullptr);
+        return true;
+    }
+    void wake() override { woken_.store(true, std::memory_order_relaxed); }
+    uint32_t resolve_peer(const std::string& ip, uint16_t port) override {
+        if (port != port_->config().udp_port)
+            throw Error(fmt::format("peer {}:{}: a dpdk device sends to its own UDP port {} (every device of "
+                                    "one DPDK fabric uses the same port, each its own address)",
+                                    ip, port, port_->config().udp_port));
+        uint32_t addr = 0;
+        try {
+            addr = dpdk::parse_ipv4(ip);
+        } catch (const std::exception& e) {
+            throw Error(std::string("peer address: ") + e.what());
+        }
+        const uint32_t p = port_->peer_of(addr);
+        if (p == UINT32_MAX)
+            throw Error("peer " + ip + " is not in the static neighbour table (key 'neighbours': 'IP MAC, ...')");
+        return p;
+    }
+    std::string peer_name(uint32_t peer) const override {
+        const auto& n = port_->config().neighbours;
+        if (peer >= n.size()) return "peer#" + std::to_string(peer);
+        return dpdk::format_ipv4(n[peer].ip) + ":" + std::to_string(port_->config().udp_port);
+    }
+    TransportStats stats() const override {
+        const dpdk::PortStats s = port_->stats();
+        TransportStats t;
+        t.tx_packets = s.tx_packets;
+        t.tx_bytes = s.tx_bytes;
+        t.tx_errors = s.tx_bad_peer + s.tx_bad_len + s.tx_no_mbuf;
+        t.rx_packets = s.rx_packets;
+        t.rx_bytes = s.rx_bytes;
+        t.rx_truncated = s.rx_too_big;
+        t.rx_errors = s.rx_dropped() - s.rx_too_big;
+        return t;
+    }
+    std::string describe() const override {
+        const auto& c = port_->config();
+        const auto& caps = port_->caps();
+        return fmt::format("dpdk {} (port {}, {}) {}:{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} neighbours, "
+                           "tx up to {} B", port_name_, c.port_id, caps.driver, dpdk::format_ipv4(c.local_ip),
+                           c.udp_port, port_->mac()[0], port_->mac()[1], port_->mac()[2], port_->mac()[3],
+                           port_->mac()[4], port_->mac()[5], c.neighbours.size(), caps.tx_max_l3);
+    }
+
+private:
+    static std::vector<uint16_t>& ports_in_use() {
+        static std::vector<uint16_t> v;
+        return v;
+    }
+    void release_port() {
+        if (claimed_ < 0) return;
+        std::lock_guard<std::mutex> g(eal_session().mu);
+        std::erase(ports_in_use(), uint16_t(claimed_));
+        claimed_ = -1;
+    }
+
+    std::string who_;
+    bool eal_up_;
+    std::string port_name_;
+    int claimed_ = -1;
+    std::unique_ptr<dpdk::DpdkPort> port_;
+    dpdk::TscClock clock_;
+    dpdk::PoolUsage at_open_;
+    Time spin_ns_ = 0, last_active_ = 0;
+    std::atomic<bool> woken_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_dpdk_transport(const DeviceConfig& cfg) { return std::make_unique<DpdkTransport>(cfg); }
+
+}  // namespace mroce
