@@ -224,7 +224,7 @@ public:
     }
 
     ~DpdkTransport() override {
-        port_->rx_release(0);
+        port_->rx_release_all();
         const dpdk::PoolUsage u = port_->pool_usage();
         if (u != at_open_)
             std::fprintf(stderr, "mroce dpdk: %s: mbufs in use at close rx %u hdr %u ext %u, at open %u %u %u\n",
@@ -234,11 +234,10 @@ public:
     }
 
     Time now() noexcept override { return clock_.now(); }
-    size_t recv_burst(RxPacket* out, size_t max) override { return port_->rx_burst(0, out, max); }
+    // All queues from this one thread: per-path TX queues, RX from every queue (RSS or the peer's choice).
+    size_t recv_burst(RxPacket* out, size_t max) override { return port_->rx_burst_queues(out, max); }
     size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) override {
-        const size_t s = port_->tx_burst(0, pkts, n);
-        for (size_t i = s; i < n; ++i) *unsent++ = uint32_t(i);
-        return s;
+        return port_->tx_burst_paths(pkts, n, unsent);
     }
     // Busy-poll for spin_us after activity (an lcore is dedicated to this),
     // then nap at most 50 us at a time so an idle device yields a shared CPU;
@@ -296,9 +295,12 @@ public:
         const auto& c = port_->config();
         const auto& caps = port_->caps();
         return fmt::format("dpdk {} (port {}, {}) {}:{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} neighbours, "
-                           "tx up to {} B", port_name_, c.port_id, caps.driver, dpdk::format_ipv4(c.local_ip),
-                           c.udp_port, port_->mac()[0], port_->mac()[1], port_->mac()[2], port_->mac()[3],
-                           port_->mac()[4], port_->mac()[5], c.neighbours.size(), caps.tx_max_l3);
+                           "tx up to {} B, {} rx / {} tx queues{}", port_name_, c.port_id, caps.driver,
+                           dpdk::format_ipv4(c.local_ip), c.udp_port, port_->mac()[0], port_->mac()[1],
+                           port_->mac()[2], port_->mac()[3], port_->mac()[4], port_->mac()[5], c.neighbours.size(),
+                           caps.tx_max_l3, c.rx_queues, c.tx_queues,
+                           c.rx_queues > 1 ? (caps.rss_udp ? " (RSS on UDP ports)" : " (no RSS: queue = peer's TX queue)")
+                                           : "");
     }
 
 private:

@@ -186,6 +186,14 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
 
         rte_eth_conf conf{};
         if (cfg.mtu) conf.rxmode.mtu = cfg.mtu;
+        const uint64_t rss_udp = info.flow_type_rss_offloads & RTE_ETH_RSS_NONFRAG_IPV4_UDP;
+        if (cfg.rx_queues > 1 && rss_udp) {
+            // Hash on the UDP ports: a path's frames (one source port) stay on one queue, in order.
+            conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_key = nullptr;   // the PMD's default key
+            conf.rx_adv_conf.rss_conf.rss_hf = rss_udp;
+            caps_.rss_udp = true;
+        }
         if (caps_.rx_ip_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
         if (caps_.rx_udp_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
         if (caps_.tx_ip_cksum) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
@@ -243,6 +251,10 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
         }
         build_templates();
         build_peer_index();
+        if (cfg.tx_queues > 1) {
+            gather_.resize(kTxChunk);
+            gather_idx_.resize(kTxChunk);
+        }
 
         if (int rc = rte_eth_dev_start(port); rc != 0)
             throw DpdkError(fmt::format("rte_eth_dev_start(port {} [{}]): {}", port, caps_.driver, err_name(rc)));
@@ -525,6 +537,55 @@ void DpdkPort::rx_release(uint16_t queue) noexcept {
     RxQueue& rq = *rxq_[queue];
     if (rq.held) rte_pktmbuf_free_bulk(rq.keep.data(), rq.held);
     rq.held = 0;
+}
+
+size_t DpdkPort::tx_burst_paths(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+    const uint16_t nq = cfg_.tx_queues;
+    if (nq == 1) {
+        const size_t s = tx_burst(0, pkts, n);
+        for (size_t i = s; i < n; ++i) *unsent++ = uint32_t(i);
+        return s;
+    }
+    size_t done = 0, nunsent = 0;
+    for (size_t base = 0; base < n; base += kTxChunk) {
+        const size_t m = std::min(n - base, kTxChunk);
+        for (uint16_t q = 0; q < nq; ++q) {
+            size_t k = 0;
+            for (size_t i = 0; i < m; ++i) {
+                if (tx_queue_of(pkts[base + i]) != q) continue;
+                gather_[k] = pkts[base + i];
+                gather_idx_[k++] = uint32_t(base + i);
+            }
+            if (k == 0) continue;
+            const size_t s = tx_burst(q, gather_.data(), k);
+            done += s;
+            for (size_t j = s; j < k; ++j) unsent[nunsent++] = gather_idx_[j];
+        }
+    }
+    // Queues were visited in turn: merge the refused indices back into order
+    // (insertion sort: at most a burst, usually a handful).
+    for (size_t i = 1; i < nunsent; ++i)
+        for (size_t j = i; j > 0 && unsent[j - 1] > unsent[j]; --j) std::swap(unsent[j - 1], unsent[j]);
+    return done;
+}
+
+size_t DpdkPort::rx_burst_queues(RxPacket* out, size_t max) noexcept {
+    const uint16_t nq = cfg_.rx_queues;
+    if (nq == 1) return rx_burst(0, out, max);
+    size_t k = 0;
+    const uint16_t first = rx_next_;
+    rx_next_ = uint16_t((rx_next_ + 1) % nq);
+    for (uint16_t i = 0; i < nq; ++i) {
+        const uint16_t q = uint16_t((first + i) % nq);
+        // A queue polled with no room left would release what the caller still holds.
+        if (k == max) break;
+        k += rx_burst(q, out + k, max - k);
+    }
+    return k;
+}
+
+void DpdkPort::rx_release_all() noexcept {
+    for (uint16_t q = 0; q < rxq_.size(); ++q) rx_release(q);
 }
 
 PortStats DpdkPort::stats() const noexcept {

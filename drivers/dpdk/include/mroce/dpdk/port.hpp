@@ -134,6 +134,10 @@ struct PortCaps {
     bool rx_ip_cksum = false;
     bool rx_udp_cksum = false;
     bool iova_va = false;        // payload IOVA = VA (false: physical NICs cannot DMA payloads)
+    // RX queues > 1 and the port hashes UDP ports: RSS spreads the paths'
+    // source ports (their ECMP entropy) over the RX queues. Without it (net_ring,
+    // memif) a frame lands on the queue the sender's TX queue feeds.
+    bool rss_udp = false;
     uint16_t mtu = 0;
     uint32_t tx_max_l3 = 0;      // largest IPv4 datagram sent
     std::string driver;
@@ -167,6 +171,21 @@ public:
     // rx_release(queue) (or the next rx_burst on the queue, which releases first).
     size_t rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept;
     void rx_release(uint16_t queue) noexcept;
+
+    // Every queue from one thread (one engine drives the whole port):
+    // TX queue of a packet: connection control on queue 0, path p on p % tx_queues,
+    // so each path keeps its order on a queue of its own while there are queues.
+    uint16_t tx_queue_of(const TxPacket& p) const noexcept {
+        return p.path == kControlPath ? 0 : uint16_t(p.path % cfg_.tx_queues);
+    }
+    // tx_burst over all TX queues by tx_queue_of. Returns the packets consumed;
+    // the indices of those not taken go to unsent, ascending (n - return of them).
+    size_t tx_burst_paths(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept;
+    // rx_burst over all RX queues, starting one queue further each call so no
+    // queue starves; out[i].local_path is the RX queue. Data stays valid until
+    // the next rx_burst_queues (or rx_release of its queue).
+    size_t rx_burst_queues(RxPacket* out, size_t max) noexcept;
+    void rx_release_all() noexcept;
 
     uint16_t port_id() const noexcept { return cfg_.port_id; }
     const PortConfig& config() const noexcept { return cfg_; }
@@ -204,6 +223,9 @@ private:
         uint8_t bytes[64];   // Ethernet + IPv4 + UDP (42 B) for one neighbour
     };
     std::vector<HdrTemplate> tmpl_;
+    std::vector<TxPacket> gather_;      // tx_burst_paths: one queue's packets of a chunk
+    std::vector<uint32_t> gather_idx_;  // ... and their indices in the caller's array
+    uint16_t rx_next_ = 0;              // rx_burst_queues: queue to start with
     std::vector<uint32_t> peer_ip_;     // open-addressed: source IP -> ...
     std::vector<uint32_t> peer_idx_;    // ... neighbour index (UINT32_MAX: empty)
     uint32_t peer_mask_ = 0;
