@@ -113,6 +113,7 @@ struct RxMsg {
     bool active = false;
     bool complete = false;
     bool nak_sent = false;
+    wire::Syndrome syndrome{};   // why it failed: repeated to a resent refused packet (R-NAK-8)
     uint8_t atomic_ops[wire::kAtomicReqPayload] = {};
 };
 
@@ -148,6 +149,9 @@ struct Stream {
     std::vector<RespJob> resp;   // stream_depth slots, msg_seq % depth
     uint32_t last_nak_msg = 0;   // R-NAK-7: one stream_error NAK per message
     bool nak_sent_once = false;
+    bool failed_known = false;   // the message that put the stream in ERROR (R-NAK-8)
+    wire::Syndrome failed_syndrome{};
+    uint32_t failed_msg = 0;
 };
 
 enum class JobKind : uint8_t { request, response };
@@ -271,12 +275,15 @@ struct Engine::Impl {
     void rx_nak(Conn& c, const wire::Packet& pk);
     void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
     void rx_connect_ack(Conn& c, const wire::Packet& pk, Time now);
-    enum class Placed : uint8_t { ok, rnr, stale };
+    enum class Placed : uint8_t { ok, rnr, stale, refused };
     Placed place(Conn& c, const wire::Packet& pk, Time now);
     void request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq);
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);
     void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);
+    bool refuse_again(Conn& c, const wire::DataHeader& d);
     void delivered(Conn& c, uint32_t csn);
+    void resolve_refused(Conn& c, const wire::NakHeader& n);
+    void advance_csn_una(Conn& c);
     void advance_sq(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);
     void conn_error(Conn& c);

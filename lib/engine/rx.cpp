@@ -168,6 +168,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             return;
         }
         if (cr == CsnWindow::Result::duplicate) {
+            if (refuse_again(c, d)) return;  // R-NAK-8: a resent refused packet
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
         } else {
             const Placed r = place(c, pk, now);
@@ -182,6 +183,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
                 return;
             }
             c.rx_csn.mark(d.csn);
+            if (r == Placed::refused) return;  // R-NAK-1: CSN consumed, PSN not acked, NAK sent
             ++c.st.rx_data_packets;
             c.st.rx_payload_bytes += d.payload_len;
         }
@@ -224,6 +226,28 @@ void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
     ++c.st.naks_sent;
 }
 
+// R-NAK-8: a packet refused earlier comes back because it was never acked
+// (its NAK was lost, or is still on its way): refuse it and NAK it again,
+// with the original cause, so the requester learns it whatever NAKs it lost.
+bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
+    if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) return false;
+    Stream* s = c.find_stream(d.stream_id);
+    if (!s) {
+        nak(c, d, Syndrome::invalid_stream);
+        return true;
+    }
+    if (s->failed_known && d.msg_seq == s->failed_msg) {
+        nak(c, d, s->failed_syndrome);
+        return true;
+    }
+    const RxMsg& m = s->rx[d.msg_seq % s->rx.size()];
+    if (m.active && m.msg_seq == d.msg_seq && m.complete && m.status != WcStatus::success) {
+        nak(c, d, m.syndrome);
+        return true;
+    }
+    return false;
+}
+
 Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now) {
     (void)now;
     const wire::DataHeader& d = pk.data;
@@ -231,7 +255,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     Stream* sp = c.find_stream(d.stream_id, &sidx);
     if (!sp) {
         nak(c, d, Syndrome::invalid_stream);  // R-STREAM-4
-        return Placed::ok;
+        return Placed::refused;
     }
     Stream& s = *sp;
     const uint8_t* payload = pk.payload.data();
@@ -266,7 +290,8 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         if (d.msg_seq != s.last_nak_msg || !s.nak_sent_once) {
             s.last_nak_msg = d.msg_seq;
             s.nak_sent_once = true;
-            nak(c, d, Syndrome::stream_error);
+            // The rest of the message that failed keeps its own cause (R-NAK-8).
+            nak(c, d, s.failed_known && d.msg_seq == s.failed_msg ? s.failed_syndrome : Syndrome::stream_error);
         }
         return Placed::ok;
     }
@@ -286,18 +311,20 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         return Placed::stale;
     }
     if (m.complete) return Placed::ok;  // an errored message: the rest of it is dropped
+    // The packet that fails a message is refused, not acked (R-NAK-1).
     auto fail = [&](Syndrome syn, WcStatus st_local) {
         if (!m.nak_sent) {
             nak(c, d, syn);
             m.nak_sent = true;
         }
         m.status = st_local;
+        m.syndrome = syn;
         m.complete = true;
         if (m.msg_seq == s.rx_next) advance_rx(c, s, sidx);
+        return Placed::refused;
     };
     if (m.opcode != d.opcode || m.msg_len != d.msg_len || m.recv_seq != d.recv_seq) {
-        fail(Syndrome::invalid_request, WcStatus::rem_inv_req_err);  // R-DATA-7: segments disagree
-        return Placed::ok;
+        return fail(Syndrome::invalid_request, WcStatus::rem_inv_req_err);  // R-DATA-7: segments disagree
     }
 
     switch (d.opcode) {
@@ -307,8 +334,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         uint8_t* dst = nullptr;
         Syndrome syn{};
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr + d.offset, plen, &dst, syn)) {
-            fail(syn, WcStatus::rem_access_err);  // R-MEM-3: nothing written
-            return Placed::ok;
+            return fail(syn, WcStatus::rem_access_err);  // R-MEM-3: nothing written
         }
         if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2: straight into its final place
         break;
@@ -319,12 +345,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         if (wire::seq_lt(d.recv_seq, s.rq_done)) return Placed::stale;
         RecvWqe& r = s.rq[d.recv_seq % s.rq.size()];
         if (d.msg_len > r.wr.length) {
-            fail(Syndrome::invalid_request, WcStatus::loc_len_err);  // R-SEND-5
-            return Placed::ok;
+            return fail(Syndrome::invalid_request, WcStatus::loc_len_err);  // R-SEND-5
         }
         if (r.bad_lkey) {
-            fail(Syndrome::remote_op_error, WcStatus::loc_prot_err);
-            return Placed::ok;
+            return fail(Syndrome::remote_op_error, WcStatus::loc_prot_err);
         }
         if (plen) std::memcpy(r.local + d.offset, payload, plen);  // R-SEND-2
         break;
@@ -333,8 +357,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         uint8_t* src = nullptr;
         Syndrome syn{};
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteRead, d.remote_addr, d.msg_len, &src, syn)) {
-            fail(syn, WcStatus::rem_access_err);
-            return Placed::ok;
+            return fail(syn, WcStatus::rem_access_err);
         }
         m.target = src;
         m.complete = true;
@@ -345,8 +368,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         uint8_t* tgt = nullptr;
         Syndrome syn{};
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteAtomic, d.remote_addr, 8, &tgt, syn)) {
-            fail(syn, WcStatus::rem_access_err);
-            return Placed::ok;
+            return fail(syn, WcStatus::rem_access_err);
         }
         m.target = tgt;
         std::memcpy(m.atomic_ops, payload, wire::kAtomicReqPayload);
@@ -396,6 +418,11 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         if ((m.opcode == Opcode::send || m.opcode == Opcode::send_imm) &&
             (m.status == WcStatus::loc_len_err || m.status == WcStatus::loc_prot_err) && m.recv_seq == s.rq_done)
             recv_completion(m.status);
+        if (!s.failed_known) {
+            s.failed_known = true;
+            s.failed_msg = msg_seq;
+            s.failed_syndrome = m.syndrome;
+        }
         stream_error(c, s, s.sq_head - 1, WcStatus::wr_flush_err);  // flushes every outstanding request
         return;
     }
@@ -442,6 +469,7 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
 
 void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
     ++c.st.naks_received;
+    resolve_refused(c, pk.nak);
     Stream* s = c.find_stream(pk.nak.stream_id);
     if (!s) return;
     const uint32_t m = pk.nak.msg_seq;
@@ -478,11 +506,39 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
             }
         }
     }
+    advance_csn_una(c);
+}
+
+void Engine::Impl::advance_csn_una(Conn& c) {
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     while (c.csn_una != c.csn_nxt && c.txpkts[c.csn_una & mask].state == CsnState::delivered) {
         c.txpkts[c.csn_una & mask].state = CsnState::free;
         ++c.csn_una;
     }
+}
+
+static void advance_una(TxPath& p);
+
+// R-NAK-9: the responder never acks the packet it refused, so the NAK is what
+// resolves it: resolved without delivery, it leaves the retransmission queue
+// (its state is no longer lost), frees its path slot and its CSN.
+void Engine::Impl::resolve_refused(Conn& c, const wire::NakHeader& n) {
+    TxPkt& t = c.txpkts[n.csn & (c.txpkts.size() - 1)];
+    if (t.csn != n.csn || !t.is_request || t.msg_seq != n.msg_seq || c.streams[t.stream_idx].id != n.stream_id)
+        return;
+    if (t.state == CsnState::inflight) {
+        TxPath& p = c.paths[t.path];
+        PathTxSlot& sl = p.ring[t.psn & (kPathRing - 1)];
+        if (sl.state == TxSlotState::inflight && sl.csn == t.csn) {
+            sl.state = TxSlotState::acked;
+            --p.inflight;
+            advance_una(p);
+        }
+    } else if (t.state != CsnState::lost) {
+        return;
+    }
+    t.state = CsnState::delivered;
+    advance_csn_una(c);
 }
 
 void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {

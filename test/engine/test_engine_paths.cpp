@@ -276,3 +276,69 @@ TEST_CASE("message sizes: 0 bytes, one byte past a segment, 1 GiB", "[engine][la
     CHECK(std::memcmp(src.data(), dst.data(), len) == 0);
     if (len < src.size()) CHECK(dst[src.size() - 1] == 0);  // nothing past the message
 }
+
+// R-NAK-1, R-NAK-8, R-NAK-9: a NAK is made reliable by not acknowledging the
+// refused packet. Before, the refused packet was acked, so losing the NAK of
+// the last message of a stream completed it with success.
+TEST_CASE("a lost NAK still fails the request with its cause", "[engine][protection][nak]") {
+    const int naks_to_drop = GENERATE(1, 3);
+    const OpKind op = GENERATE(OpKind::write, OpKind::read, OpKind::atomic_fadd);
+    INFO("op " << int(op) << ", NAKs dropped " << naks_to_drop);
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    Pair p(cfg);
+    p.stream(9);
+    p.stream(10);
+    std::vector<uint8_t> src(16384, 0xab);
+    MrInfo ms;
+    REQUIRE(p.a->register_mr(p.pda, src.data(), src.size(), kAll, ms) == Status::ok);
+    std::vector<uint8_t> mem(3 * 4096, 0xee);
+    uint8_t* region = mem.data() + 4096;
+    MrInfo md;
+    REQUIRE(p.b->register_mr(p.pdb, region, 4096, kAll, md) == Status::ok);
+    int dropped = 0;
+    p.link->drop_if = [&](int from, const TxPacket& t) {
+        if (from != 1 || t.hdr_len < 2 || t.hdr[1] != uint8_t(wire::PacketType::nak)) return false;
+        return dropped++ < naks_to_drop;
+    };
+    SendWr w;
+    w.wr_id = 1;
+    w.op = op;
+    w.lkey = ms.lkey;
+    w.local_addr = va(src.data());
+    w.rkey = md.rkey + 0x100;  // names no region: rkey_invalid
+    w.remote_addr = va(region);
+    w.length = op == OpKind::atomic_fadd ? 8 : 4096 * 3;  // several packets: only the refused one stays unacked
+    w.compare_add = 1;
+    REQUIRE(p.a->post_send(p.ca, 9, w) == Status::ok);  // the stream's last message: nothing follows it
+    auto got = p.wait(*p.a, p.cqa, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 1);
+    CHECK(got[0].status == WcStatus::rem_access_err);
+    CHECK(dropped > naks_to_drop);  // the refused packet was resent and NAKed again
+    CHECK(std::all_of(mem.begin(), mem.end(), [](uint8_t v) { return v == 0xee; }));
+    // The refused CSNs were resolved: the connection's CSN window and paths move on.
+    SendWr ok = w;
+    ok.wr_id = 2;
+    ok.op = OpKind::write;
+    ok.rkey = md.rkey;
+    ok.length = 4096;
+    for (int i = 0; i < 8; ++i) {
+        ok.wr_id = 10 + uint64_t(i);
+        REQUIRE(p.a->post_send(p.ca, 10, ok) == Status::ok);
+    }
+    got = p.wait(*p.a, p.cqa, 8);
+    REQUIRE(got.size() == 8);
+    for (auto& c : got) CHECK(c.status == WcStatus::success);
+    CHECK(std::memcmp(region, src.data(), 4096) == 0);
+    p.link->run([] { return false; }, 50'000'000);  // let resent refused packets and their NAKs settle
+    ConnStats sa;
+    REQUIRE(p.a->conn_stats(p.ca, sa) == Status::ok);
+    CHECK(sa.naks_received >= 1);
+    PathStats ps;
+    for (uint16_t i = 0; i < 4; ++i) {
+        REQUIRE(p.a->path_stats(p.ca, i, ps) == Status::ok);
+        CHECK(ps.state == PathStateKind::active);
+        CHECK(ps.inflight == 0);
+    }
+}
