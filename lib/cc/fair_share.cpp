@@ -118,6 +118,20 @@ void FairShare::recompute() noexcept {
             if (s.active && !limited[i])
                 s.share_kbps = uint32_t(std::min(4294967295.0, std::max(1.0, per_w * s.weight)));
         }
+    } else if (cap > 0) {
+        // Every active sender is demand-limited: the inbound link is not the
+        // bottleneck, so nothing needs holding back. The capacity left over is
+        // divided among them by weight on top of their grants; a grant of only
+        // twice the measured rate would otherwise feed back (R-HINT-7 sizes the
+        // window from the hint, the window limits the rate, the rate the next
+        // grant) and ratchet a lone sender whose RTT rose above its minimum
+        // down to the 2-packet floor.
+        double w_all = 0;
+        for (const Sender& s : senders_)
+            if (s.active) w_all += s.weight;
+        for (Sender& s : senders_)
+            if (s.active)
+                s.share_kbps = uint32_t(std::min(4294967295.0, double(s.share_kbps) + cap * s.weight / w_all));
     }
 }
 
