@@ -4,23 +4,30 @@
 // Wire codec (doc/spec.md "Wire format", rules R-WIRE-*).
 #include "mroce/wire.hpp"
 
+#include <bit>
 #include <cstring>
 
 namespace mroce::wire {
 namespace {
 
 // Big-endian field access at fixed offsets; callers have checked the length.
+// One unaligned load or store plus a byte swap per field (memcpy of a fixed
+// size compiles to a single mov): byte-by-byte assembly cost twice the
+// instructions on the per-packet path (doc/performance.md section 1).
+template <class T>
+inline T to_be(T v) {
+    if constexpr (std::endian::native == std::endian::big) return v;
+    else if constexpr (sizeof(T) == 2) return T(__builtin_bswap16(v));
+    else if constexpr (sizeof(T) == 4) return T(__builtin_bswap32(v));
+    else return T(__builtin_bswap64(v));
+}
 inline void put8(uint8_t* p, uint8_t v) { p[0] = v; }
-inline void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v); }
-inline void put32(uint8_t* p, uint32_t v) {
-    p[0] = uint8_t(v >> 24); p[1] = uint8_t(v >> 16); p[2] = uint8_t(v >> 8); p[3] = uint8_t(v);
-}
-inline void put64(uint8_t* p, uint64_t v) { put32(p, uint32_t(v >> 32)); put32(p + 4, uint32_t(v)); }
-inline uint16_t get16(const uint8_t* p) { return uint16_t((p[0] << 8) | p[1]); }
-inline uint32_t get32(const uint8_t* p) {
-    return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
-}
-inline uint64_t get64(const uint8_t* p) { return (uint64_t(get32(p)) << 32) | get32(p + 4); }
+inline void put16(uint8_t* p, uint16_t v) { v = to_be(v); std::memcpy(p, &v, 2); }
+inline void put32(uint8_t* p, uint32_t v) { v = to_be(v); std::memcpy(p, &v, 4); }
+inline void put64(uint8_t* p, uint64_t v) { v = to_be(v); std::memcpy(p, &v, 8); }
+inline uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return to_be(v); }
+inline uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return to_be(v); }
+inline uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return to_be(v); }
 
 inline constexpr uint16_t kMaxPaths = 256;
 
@@ -164,7 +171,6 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
     switch (c.type) {
     case PacketType::data: {
         DataHeader& d = out.data;
-        d = DataHeader{};
         d.psn = get32(p + 16);
         d.csn = get32(p + 20);
         if (!valid_opcode(p[24])) return DecodeError::bad_opcode;
