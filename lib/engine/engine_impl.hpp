@@ -46,6 +46,13 @@ struct TxPath {
     uint64_t rounds_seen = 0;
     PathWindow cc;
     PathStats st;
+    // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), computed
+    // once per burst by plan_paths: nothing that changes a path's window,
+    // RTT or marks runs inside tx_burst, so only what the burst itself sends
+    // needs tracking, and choosing a path costs no division per packet.
+    uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
+    uint64_t sched_step = 0;     // score per packet in flight
+    uint64_t sched_score = 0;    // (inflight + 1) * sched_step
     std::array<PathTxSlot, kPathRing> ring{};
 };
 
@@ -296,6 +303,7 @@ struct Engine::Impl {
     size_t tx(TxPacket* out, size_t max, Time now);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
+    void plan_paths(Conn& c);
     int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now);

@@ -104,7 +104,10 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
                 if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
                     ++n;
         }
-        while (n < max && emit_data(*c, out[n], now)) ++n;
+        if (n < max && c->state == ConnState::established && c->has_sendable()) {
+            plan_paths(*c);
+            while (n < max && emit_data(*c, out[n], now)) ++n;
+        }
     }
     if (nc) rr_conn = uint32_t((rr_conn + 1) % nc);
     st.tx_packets += n;
@@ -212,27 +215,45 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
     return true;
 }
 
-// R-SCHED-1..4: the path of every packet.
+// R-SCHED-1..3, once per burst: each path's eligibility as a packet budget
+// and its score as a step per packet in flight. The score is the spec's
+// (inflight + 1) / max(1, cwnd) * (srtt + 1 us), in fixed point, times 4
+// after a fresh mark.
+void Engine::Impl::plan_paths(Conn& c) {
+    for (TxPath& p : c.paths) {
+        const double cwnd = std::max(1.0, p.cc.cwnd());
+        const uint32_t win = uint32_t(cwnd);
+        const uint32_t span = p.snd_nxt - p.snd_una;
+        if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
+            p.sched_room = 0;  // not eligible (path_open): skip it without scoring
+            continue;
+        }
+        p.sched_room = std::min(win - p.inflight, kPathRing - span);
+        uint64_t k = (p.have_rtt ? p.srtt : 0) / 64 + 16;
+        if (p.cc.rounds_since_mark() == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
+        p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(cwnd * 16.0));
+        p.sched_score = uint64_t(p.inflight + 1) * p.sched_step;
+    }
+}
+
+// R-SCHED-1..4: the path of every packet, from the burst's plan. The scan
+// starts after the last path chosen and keeps the first of equal scores.
 int Engine::Impl::pick_path(Conn& c) {
     const uint32_t n = uint32_t(c.paths.size());
-    int best = -1;
-    uint64_t best_score = 0;
-    uint32_t i = c.rr_path;
-    for (uint32_t k = 0; k < n; ++k, i = (i + 1 == n) ? 0 : i + 1) {
-        const TxPath& p = c.paths[i];
-        if (!path_open(p)) continue;
-        // Fraction of the window in use, scaled by the path's RTT: free, fast
-        // paths first (R-SCHED-2). Fixed point keeps it cheap per packet.
-        const uint64_t w = uint64_t(std::max(1.0, p.cc.cwnd()) * 16.0);
-        uint64_t score = (uint64_t(p.inflight + 1) << 24) / w * ((p.have_rtt ? p.srtt : 0) / 64 + 16);
-        if (p.cc.rounds_since_mark() == 0) score *= 4;  // R-SCHED-3: steer away from a fresh mark
-        if (best < 0 || score < best_score) {
-            best = int(i);
-            best_score = score;
+    const TxPath* paths = c.paths.data();
+    uint32_t best = n;
+    uint64_t best_score = std::numeric_limits<uint64_t>::max();
+    auto consider = [&](uint32_t i) {
+        if (paths[i].sched_room && paths[i].sched_score < best_score) {
+            best = i;
+            best_score = paths[i].sched_score;
         }
-    }
-    if (best >= 0) c.rr_path = uint32_t(best + 1) % n;
-    return best;
+    };
+    for (uint32_t i = c.rr_path; i < n; ++i) consider(i);
+    for (uint32_t i = 0; i < c.rr_path && i < n; ++i) consider(i);
+    if (best == n) return -1;
+    c.rr_path = best + 1 == n ? 0 : best + 1;
+    return int(best);
 }
 
 bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
@@ -315,6 +336,8 @@ void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now
     sl.csn = t.csn;
     sl.state = TxSlotState::inflight;
     ++p.inflight;
+    --p.sched_room;  // the burst's plan (plan_paths) follows what it sends
+    p.sched_score += p.sched_step;
     const bool retransmit = t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
