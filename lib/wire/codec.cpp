@@ -4,42 +4,21 @@
 // Wire codec (doc/spec.md "Wire format", rules R-WIRE-*).
 #include "mroce/wire.hpp"
 
-#include <bit>
 #include <cstring>
 
 namespace mroce::wire {
 namespace {
 
-// Big-endian field access at fixed offsets; callers have checked the length.
-// One unaligned load or store plus a byte swap per field (memcpy of a fixed
-// size compiles to a single mov): byte-by-byte assembly cost twice the
-// instructions on the per-packet path (doc/performance.md section 1).
-template <class T>
-inline T to_be(T v) {
-    if constexpr (std::endian::native == std::endian::big) return v;
-    else if constexpr (sizeof(T) == 2) return T(__builtin_bswap16(v));
-    else if constexpr (sizeof(T) == 4) return T(__builtin_bswap32(v));
-    else return T(__builtin_bswap64(v));
-}
-inline void put8(uint8_t* p, uint8_t v) { p[0] = v; }
-inline void put16(uint8_t* p, uint16_t v) { v = to_be(v); std::memcpy(p, &v, 2); }
-inline void put32(uint8_t* p, uint32_t v) { v = to_be(v); std::memcpy(p, &v, 4); }
-inline void put64(uint8_t* p, uint64_t v) { v = to_be(v); std::memcpy(p, &v, 8); }
-inline uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return to_be(v); }
-inline uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return to_be(v); }
-inline uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return to_be(v); }
+using detail::get16;
+using detail::get32;
+using detail::get64;
+using detail::put16;
+using detail::put32;
+using detail::put64;
+using detail::put8;
+using detail::put_common;
 
 inline constexpr uint16_t kMaxPaths = 256;
-
-void put_common(uint8_t* p, const CommonHeader& c) {
-    put8(p + 0, kVersion);
-    put8(p + 1, uint8_t(c.type));
-    put16(p + 2, 0);
-    put32(p + 4, c.dst_conn);
-    put32(p + 8, c.src_conn);
-    put16(p + 12, c.path_id);
-    put16(p + 14, 0);
-}
 
 bool valid_opcode(uint8_t o) { return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp); }
 
@@ -266,30 +245,6 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
     }
     }
     return DecodeError::bad_type;
-}
-
-size_t encode_data(std::span<uint8_t> out, const CommonHeader& c, const DataHeader& d) noexcept {
-    if (out.size() < kDataLen) return 0;
-    uint8_t* p = out.data();
-    CommonHeader cc = c;
-    cc.type = PacketType::data;
-    put_common(p, cc);
-    put32(p + 16, d.psn);
-    put32(p + 20, d.csn);
-    put8(p + 24, uint8_t(d.opcode));
-    put8(p + 25, d.dflags);
-    put16(p + 26, d.payload_len);
-    put32(p + 28, d.stream_id);
-    put32(p + 32, d.msg_seq);
-    put32(p + 36, d.msg_len);
-    put32(p + 40, d.offset);
-    put32(p + 44, d.rkey);
-    put64(p + 48, d.remote_addr);
-    put32(p + 56, d.recv_seq);
-    put32(p + 60, d.imm);
-    put32(p + 64, d.ts);
-    put32(p + 68, d.path_floor);
-    return kDataLen;
 }
 
 size_t encode_ack(std::span<uint8_t> out, const CommonHeader& c, const AckHeader& a) noexcept {

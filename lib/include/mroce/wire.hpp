@@ -7,8 +7,10 @@
 // given; decode() validates lengths and field consistency before returning.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 namespace mroce::wire {
@@ -183,7 +185,7 @@ size_t header_len(PacketType t) noexcept;
 
 // Encoders write the header only (the payload travels by reference, R-DATA-1)
 // and return the bytes written, or 0 if out is too small.
-size_t encode_data(std::span<uint8_t> out, const CommonHeader& c, const DataHeader& d) noexcept;
+size_t encode_data(std::span<uint8_t> out, const CommonHeader& c, const DataHeader& d) noexcept;  // inline below
 size_t encode_ack(std::span<uint8_t> out, const CommonHeader& c, const AckHeader& a) noexcept;
 size_t encode_nak(std::span<uint8_t> out, const CommonHeader& c, const NakHeader& n) noexcept;
 size_t encode_probe(std::span<uint8_t> out, const CommonHeader& c, const ProbeHeader& p) noexcept;
@@ -212,5 +214,65 @@ constexpr bool is_single_packet(Opcode o) noexcept {
 // Serial-number arithmetic (RFC 1982 style) on 32-bit sequence spaces.
 constexpr bool seq_lt(uint32_t a, uint32_t b) noexcept { return int32_t(a - b) < 0; }
 constexpr bool seq_le(uint32_t a, uint32_t b) noexcept { return int32_t(a - b) <= 0; }
+
+// ---- inline parts of the codec (lib/wire/codec.cpp has the rest) ----
+
+namespace detail {
+// Big-endian field access at fixed offsets; callers have checked the length.
+// One unaligned load or store plus a byte swap per field (a fixed-size
+// memcpy compiles to a single mov).
+template <class T>
+inline T to_be(T v) noexcept {
+    if constexpr (std::endian::native == std::endian::big) return v;
+    else if constexpr (sizeof(T) == 2) return T(__builtin_bswap16(v));
+    else if constexpr (sizeof(T) == 4) return T(__builtin_bswap32(v));
+    else return T(__builtin_bswap64(v));
+}
+inline void put8(uint8_t* p, uint8_t v) noexcept { p[0] = v; }
+inline void put16(uint8_t* p, uint16_t v) noexcept { v = to_be(v); std::memcpy(p, &v, 2); }
+inline void put32(uint8_t* p, uint32_t v) noexcept { v = to_be(v); std::memcpy(p, &v, 4); }
+inline void put64(uint8_t* p, uint64_t v) noexcept { v = to_be(v); std::memcpy(p, &v, 8); }
+inline uint16_t get16(const uint8_t* p) noexcept { uint16_t v; std::memcpy(&v, p, 2); return to_be(v); }
+inline uint32_t get32(const uint8_t* p) noexcept { uint32_t v; std::memcpy(&v, p, 4); return to_be(v); }
+inline uint64_t get64(const uint8_t* p) noexcept { uint64_t v; std::memcpy(&v, p, 8); return to_be(v); }
+
+inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
+    put8(p + 0, kVersion);
+    put8(p + 1, uint8_t(c.type));
+    put16(p + 2, 0);
+    put32(p + 4, c.dst_conn);
+    put32(p + 8, c.src_conn);
+    put16(p + 12, c.path_id);
+    put16(p + 14, 0);
+}
+}  // namespace detail
+
+// Inline because it runs once per data packet sent: the engine's header
+// fields go straight to the wire without an intermediate copy or a call
+// (doc/performance.md section 1).
+inline size_t encode_data(std::span<uint8_t> out, const CommonHeader& c, const DataHeader& d) noexcept {
+    using namespace detail;
+    if (out.size() < kDataLen) return 0;
+    uint8_t* p = out.data();
+    CommonHeader cc = c;
+    cc.type = PacketType::data;
+    put_common(p, cc);
+    put32(p + 16, d.psn);
+    put32(p + 20, d.csn);
+    put8(p + 24, uint8_t(d.opcode));
+    put8(p + 25, d.dflags);
+    put16(p + 26, d.payload_len);
+    put32(p + 28, d.stream_id);
+    put32(p + 32, d.msg_seq);
+    put32(p + 36, d.msg_len);
+    put32(p + 40, d.offset);
+    put32(p + 44, d.rkey);
+    put64(p + 48, d.remote_addr);
+    put32(p + 56, d.recv_seq);
+    put32(p + 60, d.imm);
+    put32(p + 64, d.ts);
+    put32(p + 68, d.path_floor);
+    return kDataLen;
+}
 
 }  // namespace mroce::wire
