@@ -77,9 +77,9 @@ void print_fields(const Packet& p) {
     case PacketType::connect_ack: {
         const ConnectHeader& h = p.connect;
         fmt::print("    num_paths={} max_payload={} initial_csn={} rx_capacity_mbps={} cookie={:#x} "
-                   "stream_depth={} csn_window={}\n",
+                   "stream_depth={} csn_window={} rate_hint={}\n",
                    h.num_paths, h.max_payload, h.initial_csn, h.rx_capacity_mbps, h.cookie,
-                   h.stream_depth, h.csn_window);
+                   h.stream_depth, h.csn_window, h.rate_hint);
         break;
     }
     case PacketType::disconnect:
@@ -187,8 +187,9 @@ std::vector<Example> examples() {
         h.rx_capacity_mbps = 25000;
         h.stream_depth = 65536;
         h.csn_window = 1u << 20;
+        h.rate_hint = 6'250'000;
         encode_connect(b, common(PacketType::connect_ack, kConnA, kConnB), h);
-        v.push_back({"CONNECT_ACK (echoes the cookie)", b});
+        v.push_back({"CONNECT_ACK (echoes the cookie; fair share 6.25 Gbit/s for the initiator)", b});
     }
     for (PacketType t : {PacketType::disconnect, PacketType::disconnect_ack}) {
         Bytes b(kDisconnectLen);

@@ -38,10 +38,7 @@ void FairShare::set_weight(uint32_t idx, double w) noexcept {
     if (idx < senders_.size() && w > 0) senders_[idx].weight = w;
 }
 
-void FairShare::on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
-    if (idx >= senders_.size()) return;
-    Sender& s = senders_[idx];
-    s.bytes += bytes;
+void FairShare::activate(Sender& s, Time now) noexcept {
     if (!s.active) {
         // R-HINT-2: a new sender counts at once, so the others' hints drop in
         // the same round trip instead of one interval later.
@@ -57,12 +54,30 @@ void FairShare::on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
     }
 }
 
+void FairShare::on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
+    if (idx >= senders_.size()) return;
+    Sender& s = senders_[idx];
+    // R-HINT-2: a sender that was silent (or only shook hands) is measured
+    // from its first byte, not from an interval start it was idle through:
+    // that would make it look demand-limited (R-HINT-4).
+    if (s.bytes == 0 && s.rate_kbps == 0) s.measure_from = now;
+    s.bytes += bytes;
+    activate(s, now);
+}
+
+void FairShare::on_connect(uint32_t idx, Time now) noexcept {
+    if (idx < senders_.size() && senders_[idx].used) activate(senders_[idx], now);
+}
+
 void FairShare::update(Time now) noexcept {
     if (!started_ || now - interval_start_ < interval_) return;
-    const double secs = double(now - interval_start_) / 1e9;
     for (Sender& s : senders_) {
         if (!s.used) continue;
-        s.rate_kbps = double(s.bytes) * 8.0 / 1000.0 / secs;
+        const Time span = now - s.measure_from;
+        // Started sending less than an interval ago: its rate is not known
+        // yet (0: not limited); the bytes count toward the next interval.
+        if (s.bytes > 0 && s.rate_kbps == 0 && span < interval_) continue;
+        s.rate_kbps = span ? double(s.bytes) * 8.0 / 1000.0 / (double(span) / 1e9) : 0.0;
         if (s.bytes == 0 && s.active) {
             // R-HINT-2: two silent intervals make a sender inactive.
             if (++s.idle_intervals >= 2) {
@@ -73,6 +88,7 @@ void FairShare::update(Time now) noexcept {
             s.idle_intervals = 0;
         }
         s.bytes = 0;
+        s.measure_from = now;
     }
     interval_start_ = now;
     recompute();

@@ -13,6 +13,7 @@ static inline double bytes_per_ns(uint32_t kbps) { return double(kbps) * 125.0 /
 
 double TokenBucket::tokens_at(Time now) const noexcept {
     if (rate_kbps_ == 0) return double(burst_);
+    if (before_first_) return 0.0;
     const double dt = now > last_ ? double(now - last_) : 0.0;
     return std::min(double(burst_), tokens_ + dt * bytes_per_ns(rate_kbps_));
 }
@@ -35,6 +36,7 @@ void TokenBucket::consume(Time now, uint32_t bytes) noexcept {
     if (rate_kbps_ == 0) return;
     tokens_ = tokens_at(now) - double(bytes);
     last_ = now;
+    before_first_ = false;
 }
 
 Time TokenBucket::release_time(Time now, uint32_t bytes) const noexcept {

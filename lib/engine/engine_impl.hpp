@@ -193,6 +193,8 @@ struct Conn {
     uint32_t fair_idx = 0;
     Time last_rx = 0;
     Time next_ctrl_retry = 0;
+    Time connect_sent = 0;         // first CONNECT_REQ transmission (R-HINT-8)
+    Time handshake_rtt = 0;        // 0: unknown (the CONNECT_REQ was repeated)
     uint32_t ctrl_retries = 0;
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
 
@@ -298,6 +300,8 @@ struct Engine::Impl {
     void flush_conn(Conn& c, WcStatus status);
     void flush_recvs(Conn& c, Stream& s, WcStatus status);
     void establish(Conn& c, const wire::ConnectHeader& h, Time now);
+    void start_from_hint(Conn& c, uint32_t hint_kbps, Time now);
+    void refresh_idle_hints(const Conn& joined);
 
     // tx
     size_t tx(TxPacket* out, size_t max, Time now);

@@ -131,6 +131,8 @@ void Engine::Impl::rx_connect_req(const wire::Packet& pk, uint32_t peer, Time no
     c->remote_conn = pk.common.src_conn;
     c->cookie = h.cookie;
     establish(*c, h, now);
+    fair.on_connect(c->fair_idx, now);  // R-HINT-2: active from its handshake on
+    if (cfg.rate_hints) refresh_idle_hints(*c);
     c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
     event(EventKind::incoming, *c);
 }
@@ -142,7 +144,41 @@ void Engine::Impl::rx_connect_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     c.remote_conn = pk.common.src_conn;
     establish(c, pk.connect, now);
+    // Karn: a handshake with a repeated CONNECT_REQ gives no RTT (R-HINT-8).
+    c.handshake_rtt = c.ctrl_retries == 0 && now > c.connect_sent ? now - c.connect_sent : 0;
+    if (cfg.rate_hints && pk.connect.rate_hint) start_from_hint(c, pk.connect.rate_hint, now);
     event(EventKind::established, c);
+}
+
+void Engine::Impl::start_from_hint(Conn& c, uint32_t hint_kbps, Time now) {
+    // R-HINT-8: the first packet is already paced at the share, and the first
+    // window is that share's bandwidth-delay product, split over the paths.
+    // Without it an incast's first flights (init_cwnd on every path of every
+    // sender) are tens of BDPs that no later hint can undo within a few RTTs.
+    c.hint_kbps = hint_kbps;
+    c.pacer.start_kbps(hint_kbps, now);  // no burst allowance banked before the first packet
+    if (!c.handshake_rtt) return;  // init_cwnd stays
+    const double bdp_pkts =
+        double(hint_kbps) * 125.0 / 1e9 * double(c.handshake_rtt) / double(c.seg + uint32_t(wire::kDataLen));
+    for (TxPath& p : c.paths) p.cc.set_initial(bdp_pkts / double(c.paths.size()));
+}
+
+void Engine::Impl::refresh_idle_hints(const Conn& joined) {
+    // R-HINT-9: a handshake lowers every other active sender's share. Those
+    // already sending learn it from their next ACK; those that have not sent
+    // yet would start from the share their own CONNECT_ACK carried, so they
+    // get an ACK on path 0 now (it acknowledges nothing and carries the hint).
+    for (Conn* o : conns) {
+        if (!o || o == &joined || o->state != ConnState::established || o->rx_paths.empty()) continue;
+        if (o->st.rx_data_packets != 0 || o->st.duplicates != 0 || !fair.is_active(o->fair_idx)) continue;
+        RxPath& rp = o->rx_paths[0];
+        rp.ack_now = true;
+        if (!rp.ack_pending) {
+            rp.ack_pending = true;
+            rp.first_pending = last_now;
+            ++o->acks_pending;
+        }
+    }
 }
 
 // ---------------- data ----------------
@@ -593,8 +629,13 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         return;
     }
     if (cfg.rate_hints && a.rate_hint != c.hint_kbps) {
-        c.hint_kbps = a.rate_hint;  // R-HINT-5
-        c.pacer.set_rate_kbps(a.rate_hint, now);
+        // R-HINT-9: before the first DATA the first window follows the hint too.
+        if (c.st.tx_data_packets == 0 && a.rate_hint) {
+            start_from_hint(c, a.rate_hint, now);
+        } else {
+            c.hint_kbps = a.rate_hint;  // R-HINT-5
+            c.pacer.set_rate_kbps(a.rate_hint, now);
+        }
     }
     uint32_t newly = 0;
     auto ack_slot = [&](uint32_t psn) {
@@ -649,7 +690,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     if (marked) p.st.ce_marks += marked;
     p.cc.on_ack(std::max<uint32_t>(newly, marked), cfg.cc.ecn ? marked : 0, a.cum_psn, p.snd_nxt);
     if (cfg.rate_hints) {
-        // R-HINT-6: pacing at the hint cannot drain a queue that windows
+        // R-HINT-7: pacing at the hint cannot drain a queue that windows
         // sized before the first hint already built (an incast's first
         // flights): it drains only at capacity minus the sum of hints. So
         // each path is also capped at twice its share of hint x unqueued

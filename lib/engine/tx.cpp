@@ -147,8 +147,11 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         ch.cookie = c.cookie;
         ch.stream_depth = cfg.stream_depth;
         ch.csn_window = cfg.csn_window;
+        // R-HINT-8: the initiator is counted from its handshake on, so this is its share.
+        ch.rate_hint = it.kind == CtrlKind::connect_ack && cfg.rate_hints ? fair.hint_kbps(c.fair_idx) : 0;
         hl = wire::encode_connect({o.hdr, sizeof o.hdr}, h, ch);
         if (it.kind == CtrlKind::connect_req) {
+            if (c.ctrl_retries == 0) c.connect_sent = now;
             c.next_ctrl_retry = now + cfg.connect_retry;
             next_timer = std::min(next_timer, c.next_ctrl_retry);
         }

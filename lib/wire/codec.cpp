@@ -227,6 +227,7 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
         h.cookie = get32(p + 28);
         h.stream_depth = get32(p + 32);
         h.csn_window = get32(p + 36);
+        h.rate_hint = get32(p + 40);
         // R-CONN-3
         if (h.num_paths == 0 || h.num_paths > kMaxPaths) return DecodeError::inconsistent;
         if (h.max_payload == 0 || h.max_payload > kMaxPayload) return DecodeError::inconsistent;
@@ -303,6 +304,7 @@ size_t encode_connect(std::span<uint8_t> out, const CommonHeader& c, const Conne
     put32(p + 28, h.cookie);
     put32(p + 32, h.stream_depth);
     put32(p + 36, h.csn_window);
+    put32(p + 40, h.rate_hint);
     return kConnectLen;
 }
 

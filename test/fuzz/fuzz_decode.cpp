@@ -89,7 +89,7 @@ bool same_fields(const Packet& a, const Packet& b) {
         return h.num_paths == g.num_paths && h.max_payload == g.max_payload &&
                h.initial_csn == g.initial_csn && h.rx_capacity_mbps == g.rx_capacity_mbps &&
                h.cookie == g.cookie && h.stream_depth == g.stream_depth &&
-               h.csn_window == g.csn_window;
+               h.csn_window == g.csn_window && h.rate_hint == g.rate_hint;
     }
     case PacketType::disconnect:
     case PacketType::disconnect_ack:

@@ -104,7 +104,10 @@ TEST_CASE("two engines connect and complete a WRITE over 4 parallel paths", "[si
     CHECK(got[0].opcode == WcOpcode::write);
     CHECK(std::memcmp(a.mem.data(), b.mem.data() + 512, len) == 0);
     uint64_t data_links_used = 0;
-    for (LinkId l : topo.forward) data_links_used += fab.link(l).counters().tx_packets > 10;
+    // 64 packets; the scheduler favours the shorter paths (R-SCHED-2) and the
+    // first windows are the hint's BDP, not init_cwnd (R-HINT-8): the longest
+    // path still carries its part.
+    for (LinkId l : topo.forward) data_links_used += fab.link(l).counters().tx_packets >= 5;
     CHECK(data_links_used == 4);  // the engine spread the message over every path
     INFO("completed at " << fab.now() << " ns");
     CHECK(fab.now() < 10'000'000);
@@ -208,7 +211,9 @@ TEST_CASE("multi-plane: a WRITE survives a plane failure mid-transfer", "[sim][e
     CHECK(std::memcmp(a.mem.data(), b.mem.data() + 512, len) == 0);
     for (uint16_t p = 0; p < 4; ++p) {
         INFO("plane " << p);
-        CHECK(fab.link(topo.up[0 * 4 + p]).counters().tx_packets > 50);  // every plane carried data
+        // Every plane carried data, plane 1 in the 50 us before it failed
+        // (paced at the hint from the first packet, R-HINT-8: ~37 packets at most).
+        CHECK(fab.link(topo.up[0 * 4 + p]).counters().tx_packets > 20);
     }
     CHECK(fab.link(topo.up[0 * 4 + 1]).counters().drop_down > 0);
     INFO("completed at " << fab.now() << " ns");

@@ -30,7 +30,7 @@ ACK = ["cum_psn", "ts_echo", "rate_hint", "ce_count", "rx_count", "cum_csn", "ac
 NAK = ["stream_id", "msg_seq", "syndrome", "opcode", "csn"]
 PROBE = ["probe_seq", "ts"]
 CONNECT = ["num_paths", "max_payload", "initial_csn", "rx_capacity_mbps", "cookie",
-           "stream_depth", "csn_window"]
+           "stream_depth", "csn_window", "rate_hint"]
 DISCONNECT = ["reason"]
 
 
@@ -63,9 +63,10 @@ def encode(f):
         b += struct.pack(">II", f["probe_seq"], f["ts"])
         assert len(b) == 24
     elif t in ("CONNECT_REQ", "CONNECT_ACK"):
-        b += struct.pack(">HHIIIII", f["num_paths"], f["max_payload"], f["initial_csn"],
-                         f["rx_capacity_mbps"], f["cookie"], f["stream_depth"], f["csn_window"])
-        assert len(b) == 40
+        b += struct.pack(">HHIIIIII", f["num_paths"], f["max_payload"], f["initial_csn"],
+                         f["rx_capacity_mbps"], f["cookie"], f["stream_depth"], f["csn_window"],
+                         f["rate_hint"])
+        assert len(b) == 44
     elif t in ("DISCONNECT", "DISCONNECT_ACK"):
         b += struct.pack(">I", f["reason"])
         assert len(b) == 20
@@ -191,11 +192,12 @@ VECTORS = [
     ("connect_req", "CONNECT_REQ: 4 paths, 4096-byte segments, 100 Gbit/s inbound",
      dict(type="CONNECT_REQ", dst_conn=0, src_conn=A, path_id=0, num_paths=4,
           max_payload=4096, initial_csn=1, rx_capacity_mbps=100000, cookie=0xC001D00D,
-          stream_depth=256, csn_window=4096)),
-    ("connect_ack", "CONNECT_ACK: 8 paths, 9000-byte segments, echoes the cookie",
+          stream_depth=256, csn_window=4096, rate_hint=0)),
+    ("connect_ack", "CONNECT_ACK: 8 paths, 9000-byte segments, echoes the cookie, "
+     "fair share 6.25 Gbit/s for the initiator",
      dict(type="CONNECT_ACK", dst_conn=A, src_conn=B, path_id=0, num_paths=8,
           max_payload=9000, initial_csn=0x80000000, rx_capacity_mbps=25000, cookie=0xC001D00D,
-          stream_depth=65536, csn_window=1048576)),
+          stream_depth=65536, csn_window=1048576, rate_hint=6250000)),
     ("disconnect", "DISCONNECT, reason 0 (normal close)",
      dict(type="DISCONNECT", dst_conn=B, src_conn=A, path_id=0, reason=0)),
     ("disconnect_ack", "DISCONNECT_ACK, reason 0",

@@ -160,6 +160,7 @@ ConnectHeader valid_connect() {
     h.cookie = 0x600DC0DE;
     h.stream_depth = 1024;
     h.csn_window = 1u << 16;
+    h.rate_hint = 0x0ABBCCDD;
     return h;
 }
 
@@ -214,8 +215,8 @@ TEST_CASE("header lengths", "[wire]") {
     CHECK(header_len(PacketType::nak) == 32);
     CHECK(header_len(PacketType::probe) == 24);
     CHECK(header_len(PacketType::probe_reply) == 24);
-    CHECK(header_len(PacketType::connect_req) == 40);
-    CHECK(header_len(PacketType::connect_ack) == 40);
+    CHECK(header_len(PacketType::connect_req) == 44);
+    CHECK(header_len(PacketType::connect_ack) == 44);
     CHECK(header_len(PacketType::disconnect) == 20);
     CHECK(header_len(PacketType::disconnect_ack) == 20);
     CHECK(header_len(PacketType(0)) == 0);
@@ -428,7 +429,14 @@ TEST_CASE("connect_req and connect_ack round trip", "[wire][connect]") {
         CHECK(out.connect.cookie == h.cookie);
         CHECK(out.connect.stream_depth == h.stream_depth);
         CHECK(out.connect.csn_window == h.csn_window);
+        CHECK(out.connect.rate_hint == h.rate_hint);
         CHECK(out.payload.empty());
+        // R-HINT-8: rate_hint is the big-endian word at offset 40, the last one.
+        REQUIRE(b.size() == 44);
+        CHECK(b[40] == 0x0A);
+        CHECK(b[41] == 0xBB);
+        CHECK(b[42] == 0xCC);
+        CHECK(b[43] == 0xDD);
     }
 }
 
@@ -941,7 +949,9 @@ TEST_CASE("inconsistent: CONNECT parameter ranges (R-CONN-3)", "[wire][errors]")
             h.initial_csn = 0;
             h.rx_capacity_mbps = 0;
             h.cookie = 0;
+            h.rate_hint = 0;
         }, true);
+        check([](ConnectHeader& h) { h.rate_hint = 0xFFFFFFFFu; }, true);
     }
 }
 

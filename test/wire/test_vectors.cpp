@@ -164,6 +164,7 @@ Field get(const Packet& p, const std::string& k) {
         if (k == "cookie") return num(h.cookie);
         if (k == "stream_depth") return num(h.stream_depth);
         if (k == "csn_window") return num(h.csn_window);
+        if (k == "rate_hint") return num(h.rate_hint);
         break;
     }
     case PacketType::disconnect:

@@ -35,13 +35,16 @@ public:
     void on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept;
     void on_loss() noexcept;
     void on_timeout() noexcept;
+    // Sets the window before the first transmission from what the handshake
+    // told (R-HINT-8), within [min_cwnd, init_cwnd].
+    void set_initial(double pkts) noexcept { cwnd_ = std::clamp(pkts, cfg_.min_cwnd, cfg_.init_cwnd); }
     // RTT sample of this path; the smallest seen estimates the unqueued RTT.
     void on_rtt(Time rtt) noexcept {
         if (rtt && (!min_rtt_ || rtt < min_rtt_)) min_rtt_ = rtt;
     }
     Time min_rtt() const noexcept { return min_rtt_; }
     // Caps the usable window at `pkts` (0 = no cap) without touching the AIMD
-    // state, so a raised cap is usable at once (R-HINT-6).
+    // state, so a raised cap is usable at once (R-HINT-7).
     void set_limit(double pkts) noexcept { limit_ = pkts; }
     double cwnd() const noexcept { return limit_ > 0 && limit_ < cwnd_ ? std::max(cfg_.min_cwnd, limit_) : cwnd_; }
     double alpha() const noexcept { return alpha_; }
@@ -72,6 +75,15 @@ class TokenBucket {
 public:
     explicit TokenBucket(uint32_t burst_bytes = 64 * 1024) noexcept : burst_(burst_bytes) {}
     void set_rate_kbps(uint32_t kbps, Time now) noexcept;
+    // Sets the rate and empties the bucket until the first packet: that one
+    // may leave, the next only once its bytes have accrued, so nothing is
+    // banked between the handshake and the first packet (R-HINT-8).
+    void start_kbps(uint32_t kbps, Time now) noexcept {
+        rate_kbps_ = kbps;
+        tokens_ = 0;
+        last_ = now;
+        before_first_ = true;
+    }
     uint32_t rate_kbps() const noexcept { return rate_kbps_; }
     bool allow(Time now, uint32_t bytes) const noexcept;
     void consume(Time now, uint32_t bytes) noexcept;
@@ -84,6 +96,7 @@ private:
     uint32_t burst_;
     double tokens_ = 0;
     Time last_ = 0;
+    bool before_first_ = false;  // start_kbps() and no packet yet: the bucket stays empty
 };
 
 // Receiver-side fair share (R-HINT-1..R-HINT-4): the receiver's inbound
@@ -98,16 +111,21 @@ public:
     void remove_sender(uint32_t idx) noexcept;
     void set_weight(uint32_t idx, double w) noexcept;
     void on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept;
+    // The sender's handshake was accepted: it is active from now on, before
+    // its first byte, so the share its CONNECT_ACK carries counts it (R-HINT-2).
+    void on_connect(uint32_t idx, Time now) noexcept;
     // Closes the measurement interval if it has elapsed; recomputes the shares.
     void update(Time now) noexcept;
     uint32_t hint_kbps(uint32_t idx) const noexcept;
     uint32_t active_senders() const noexcept { return active_; }
+    bool is_active(uint32_t idx) const noexcept { return idx < senders_.size() && senders_[idx].active; }
     uint64_t capacity_kbps() const noexcept { return capacity_kbps_; }
 
 private:
     struct Sender {
         double weight = 1.0;
         uint64_t bytes = 0;        // this interval
+        Time measure_from = 0;     // start of this measurement: interval start, or first byte after silence
         double rate_kbps = 0;      // measured over the last closed interval
         uint32_t share_kbps = 0;
         uint32_t idle_intervals = 0;
@@ -115,6 +133,7 @@ private:
         bool active = false;
     };
     void recompute() noexcept;
+    void activate(Sender& s, Time now) noexcept;
     uint64_t capacity_kbps_;
     Time interval_;
     Time interval_start_ = 0;

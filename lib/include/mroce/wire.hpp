@@ -22,7 +22,7 @@ inline constexpr size_t kDataLen = 72;              // common + data fields
 inline constexpr size_t kAckLen = 72;               // common + ack fields
 inline constexpr size_t kNakLen = 32;
 inline constexpr size_t kProbeLen = 24;
-inline constexpr size_t kConnectLen = 40;
+inline constexpr size_t kConnectLen = 44;
 inline constexpr size_t kDisconnectLen = 20;
 inline constexpr size_t kMaxHeaderLen = 72;
 inline constexpr size_t kMaxPayload = 9000;         // R-WIRE-6: largest payload_len accepted
@@ -140,6 +140,7 @@ struct ConnectHeader {
     uint32_t cookie = 0;        // chosen by initiator; connect_ack echoes it
     uint32_t stream_depth = 0;  // max outstanding messages per stream and direction
     uint32_t csn_window = 0;    // max CSNs in flight toward the sender of this packet
+    uint32_t rate_hint = 0;     // connect_ack: fair share for the initiator, kbit/s; 0 = none (R-HINT-8)
 };
 
 struct DisconnectHeader {
