@@ -6,6 +6,11 @@
 // be compared with. Modes:
 //   plain   preallocated, fully built single-segment frames; TX bumps the
 //           refcount and sends, RX frees: no per-packet work beyond the PMD.
+//           This is the baseline the target is measured against.
+//   copy    plain, plus at RX one copy of the UDP payload into an 8 MiB
+//           destination (as a receiver placing into a memory region must do
+//           once per packet): a reference for what the receive copy alone costs,
+//           not a replacement for the plain baseline.
 //   drvtx   DpdkPort::tx_burst (header mbuf from the template + zero-copy
 //           extbuf payload), RX frees the chains unparsed.
 //   driver  DpdkPort on both sides: drvtx plus RX validation, peer lookup and
@@ -14,6 +19,12 @@
 //           DpdkPort + EngineLoop, A streaming 1 MiB RDMA WRITEs to B; the
 //           figure counts completed WRITE bytes (goodput).
 // One lcore runs TX and RX in turn; two lcores run TX on a worker, RX on main.
+// --memif: the bare loop of net_memif instead, between two forked processes
+// (one lcore each: the client sends prebuilt frames, the server receives and
+// frees them); the parent never initialises the EAL. mroce's own figure over
+// memif comes from mroce-perf (doc/performance.md).
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -51,7 +62,7 @@ constexpr size_t kPlainFrames = 4096;
 constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 
 struct Opts {
-    std::vector<std::string> modes{"plain", "drvtx", "driver", "engine"};
+    std::vector<std::string> modes{"plain", "copy", "drvtx", "driver", "engine"};
     std::vector<uint32_t> payloads{64, 4096};
     std::vector<int> lcores{1, 2};
     double seconds = 2.0;
@@ -83,12 +94,14 @@ struct Run {
     std::vector<rte_mbuf*> frames;
     std::vector<TxPacket> txp;
     std::vector<uint8_t> mem;
+    std::vector<uint8_t> dst;               // copy mode: where payloads are placed
+    size_t dst_off = 0;
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> tx_pkts{0};
 
     // One TX step: returns packets sent.
     size_t tx_once(size_t& cursor) {
-        if (mode == "plain") {
+        if (mode == "plain" || mode == "copy") {
             rte_mbuf* b[kMaxBurst];
             for (uint16_t i = 0; i < burst; ++i) {
                 b[i] = frames[(cursor + i) % frames.size()];
@@ -113,6 +126,14 @@ struct Run {
         }
         rte_mbuf* b[kMaxBurst];
         const uint16_t n = rte_eth_rx_burst(pair.b, 0, b, burst);
+        if (mode == "copy") {
+            constexpr size_t kL2L4Hdr = 42 + 72;
+            for (uint16_t i = 0; i < n; ++i) {
+                if (dst_off + payload > dst.size()) dst_off = 0;
+                std::memcpy(dst.data() + dst_off, rte_pktmbuf_mtod_offset(b[i], const uint8_t*, kL2L4Hdr), payload);
+                dst_off += payload;
+            }
+        }
         if (n) rte_pktmbuf_free_bulk(b, n);
         return n;
     }
@@ -351,10 +372,150 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx) {
     return res;
 }
 
+// ---- net_memif bare loop (two processes) ---------------------------------
+
+// One side; returns 0 and, on the server, the packets received in the timed window.
+int memif_side(bool server, const std::string& sock, uint32_t payload, double seconds, uint16_t burst,
+               int cpu, uint32_t mem_mb, uint64_t& got, double& secs) {
+    EalConfig ec;
+    ec.program = server ? "memif-bench-rx" : "memif-bench-tx";
+    ec.args = {"-l", std::to_string(cpu), "--no-huge", "--no-pci", "--log-level", "lib.eal:warning",
+               fmt::format("--vdev=net_memif0,role={},id=0,socket={},socket-abstract=no,bsize=8192",
+                           server ? "server" : "client", sock)};
+    ec.memory_mb = mem_mb;
+    ec.file_prefix = fmt::format("mroce-bench-memif-{}-{}", server ? "s" : "c", ::getpid());
+    eal_init(ec);
+    const uint16_t port = uint16_t(rte_eth_find_next(0));
+    const uint32_t frame = 42 + 72 + payload;
+    rte_mempool* pool = rte_pktmbuf_pool_create("mb_pool", kPlainFrames + 4 * kDesc, 256, 0,
+                                                uint16_t(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(frame, 2048)), 0);
+    if (!pool) throw DpdkError(fmt::format("memif pool: {}", rte_strerror(rte_errno)));
+    start_raw(port, pool);
+    const auto link_dl = Clock::now() + std::chrono::seconds(20);
+    rte_eth_link link{};
+    do {
+        rte_eth_link_get_nowait(port, &link);
+        if (Clock::now() > link_dl) throw DpdkError("memif link did not come up");
+    } while (!link.link_status);
+    rte_mbuf* b[kMaxBurst];
+    got = 0;
+    if (server) {
+        const auto warm = Clock::now() + std::chrono::milliseconds(300);
+        while (Clock::now() < warm) {
+            const uint16_t n = rte_eth_rx_burst(port, 0, b, burst);
+            if (n) rte_pktmbuf_free_bulk(b, n);
+        }
+        const auto t0 = Clock::now();
+        const auto end = t0 + std::chrono::duration<double>(seconds);
+        for (;;) {
+            for (int i = 0; i < 256; ++i) {
+                const uint16_t n = rte_eth_rx_burst(port, 0, b, burst);
+                got += n;
+                if (n) rte_pktmbuf_free_bulk(b, n);
+            }
+            if (Clock::now() >= end) break;
+        }
+        secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    } else {
+        std::vector<rte_mbuf*> frames;
+        for (size_t i = 0; i < kPlainFrames; ++i) {
+            rte_mbuf* m = rte_pktmbuf_alloc(pool);
+            if (!m) throw DpdkError("memif pool exhausted while preallocating");
+            std::memset(rte_pktmbuf_append(m, uint16_t(frame)), uint8_t(i), frame);
+            frames.push_back(m);
+        }
+        // Until the server is done (its window plus warm-up, with margin).
+        const auto end = Clock::now() + std::chrono::duration<double>(seconds + 1.0);
+        size_t cursor = 0;
+        while (Clock::now() < end) {
+            for (int k = 0; k < 256; ++k) {
+                for (uint16_t i = 0; i < burst; ++i) {
+                    b[i] = frames[(cursor + i) % frames.size()];
+                    rte_mbuf_refcnt_update(b[i], 1);
+                }
+                const uint16_t n = rte_eth_tx_burst(port, 0, b, burst);
+                for (uint16_t i = n; i < burst; ++i) rte_mbuf_refcnt_update(b[i], -1);
+                cursor += n;
+            }
+        }
+        for (rte_mbuf* m : frames) rte_pktmbuf_free(m);
+    }
+    rte_eth_dev_stop(port);
+    rte_eth_dev_close(port);
+    rte_mempool_free(pool);
+    eal_cleanup();
+    return 0;
+}
+
+int run_memif(const Opts& o) {
+    fmt::print("{:<11} {:>6} {:>7} {:>10} {:>12} {:>12}\n", "mode", "lcores", "payload", "Mpps", "Gbit/s pay",
+               "Gbit/s frame");
+    std::vector<int> cpus;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    for (uint32_t payload : o.payloads) {
+        const std::string sock = fmt::format("/tmp/mroce-bench-memif-{}.sock", ::getpid());
+        ::unlink(sock.c_str());
+        int fds[2];
+        if (::pipe(fds) != 0) throw DpdkError("pipe");
+        std::fflush(nullptr);
+        const pid_t srv = ::fork();
+        if (srv == 0) {
+            ::close(fds[0]);
+            uint64_t got = 0;
+            double secs = 0;
+            int rc = 1;
+            try {
+                rc = memif_side(true, sock, payload, o.seconds, o.burst, cpus.front(), o.mem_mb, got, secs);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "memif server: %s\n", e.what());
+            }
+            const double r[2] = {double(got), secs};
+            if (::write(fds[1], r, sizeof r) != sizeof r) rc = 1;
+            std::fflush(nullptr);
+            ::_exit(rc);
+        }
+        ::close(fds[1]);
+        struct stat sb{};
+        for (int i = 0; i < 1000 && ::stat(sock.c_str(), &sb) != 0; ++i) ::usleep(10 * 1000);
+        const pid_t cli = ::fork();
+        if (cli == 0) {
+            ::close(fds[0]);
+            uint64_t got = 0;
+            double secs = 0;
+            int rc = 1;
+            try {
+                rc = memif_side(false, sock, payload, o.seconds, o.burst, cpus.back(), o.mem_mb, got, secs);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "memif client: %s\n", e.what());
+            }
+            std::fflush(nullptr);
+            ::_exit(rc);
+        }
+        double r[2] = {0, 0};
+        const bool ok = ::read(fds[0], r, sizeof r) == sizeof r;
+        ::close(fds[0]);
+        int st = 0;
+        ::waitpid(srv, &st, 0);
+        ::waitpid(cli, &st, 0);
+        ::unlink(sock.c_str());
+        if (!ok || r[1] <= 0) throw DpdkError("memif bare loop failed (see the children's messages)");
+        const double pps = r[0] / r[1];
+        fmt::print("{:<11} {:>6} {:>7} {:>10.3f} {:>12.2f} {:>12.2f}   (two processes, one lcore each)\n",
+                   "memif-plain", 2, payload, pps / 1e6, pps * payload * 8 / 1e9, pps * (42.0 + 72 + payload) * 8 / 1e9);
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
 void usage() {
     std::puts(
-        "usage: mroce-dpdk-bench [--mode plain,drvtx,driver,engine] [--payload 64,4096] [--lcores 1,2]\n"
+        "usage: mroce-dpdk-bench [--mode plain,copy,drvtx,driver,engine] [--payload 64,4096] [--lcores 1,2]\n"
         "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [-- EAL args]\n"
+        "       mroce-dpdk-bench --memif [--payload 64,4096] [--seconds S] [--burst N] [--mem MB]\n"
         "Default EAL args: -l 0,1 --no-huge --no-pci -m <mem> --file-prefix mroce-bench-<pid>");
 }
 
@@ -375,6 +536,7 @@ std::vector<T> split(const std::string& s, F conv) {
 
 int main(int argc, char** argv) {
     Opts o;
+    bool memif = false;
     std::vector<std::string> eal_extra;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -392,6 +554,7 @@ int main(int argc, char** argv) {
         else if (a == "--burst") o.burst = uint16_t(std::stoul(val()));
         else if (a == "--ring") o.ring = unsigned(std::stoul(val()));
         else if (a == "--mem") o.mem_mb = uint32_t(std::stoul(val()));
+        else if (a == "--memif") memif = true;
         else if (a == "--") { eal_extra.assign(argv + i + 1, argv + argc); break; }
         else { usage(); return a == "-h" || a == "--help" ? 0 : 2; }
     }
@@ -404,6 +567,14 @@ int main(int argc, char** argv) {
         return 2;
     }
     g_ring = o.ring;
+    if (memif) {
+        try {
+            return run_memif(o);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "mroce-dpdk-bench: %s\n", e.what());
+            return 1;
+        }
+    }
     try {
         EalConfig ec;
         ec.program = "mroce-dpdk-bench";
@@ -421,8 +592,8 @@ int main(int argc, char** argv) {
 
         int idx = 0;
         for (const auto& mode : o.modes) {
-            if (mode != "plain" && mode != "drvtx" && mode != "driver" && mode != "engine")
-                throw DpdkError("unknown mode " + mode + " (plain, drvtx, driver, engine)");
+            if (mode != "plain" && mode != "copy" && mode != "drvtx" && mode != "driver" && mode != "engine")
+                throw DpdkError("unknown mode " + mode + " (plain, copy, drvtx, driver, engine)");
             for (uint32_t payload : o.payloads) {
                 for (int lc : o.lcores) {
                     if (mode == "engine") {
@@ -442,7 +613,9 @@ int main(int argc, char** argv) {
                     r.seconds = o.seconds;
                     r.pair = make_pair(idx++);
                     constexpr uint16_t kHdr = 72;
-                    if (mode == "plain") {
+                    if (mode == "plain" || mode == "copy") {
+                        // 8 MiB: the size of the engine mode's destination region.
+                        if (mode == "copy") r.dst.assign(8u << 20, 0);
                         const uint32_t frame = 42 + kHdr + payload;
                         r.plain_pool = rte_pktmbuf_pool_create(fmt::format("b_pl{}", idx).c_str(),
                                                                kPlainFrames + g_ring + 512, 256, 0,
@@ -498,7 +671,7 @@ int main(int argc, char** argv) {
                     r.pb.reset();
                     r.pa.reset();
                     if (mode != "driver") {
-                        if (mode == "plain") {
+                        if (mode == "plain" || mode == "copy") {
                             rte_eth_dev_stop(r.pair.a);
                             rte_eth_dev_close(r.pair.a);
                         }
