@@ -56,6 +56,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 unsigned g_ring = 1024;   // ring slots per direction (--ring)
+unsigned g_cache = 256;   // per-lcore mempool cache of the driver's pools (--cache)
 constexpr uint16_t kDesc = 1024;
 constexpr uint16_t kMaxBurst = 256;
 constexpr size_t kPlainFrames = 4096;
@@ -192,7 +193,7 @@ PortConfig port_cfg(uint16_t port, uint32_t local, uint32_t remote, const MacAdd
     c.mtu = 9000;
     c.burst = burst;
     c.rx_desc = c.tx_desc = kDesc;
-    c.pools.cache = 256;
+    c.pools.cache = g_cache;
     const PoolConfig need = DpdkPort::min_pools(c);
     // Frames parked in the ring hold A's mbufs on top of the minimum.
     c.pools.rx_mbufs = need.rx_mbufs;
@@ -514,7 +515,7 @@ int run_memif(const Opts& o) {
 void usage() {
     std::puts(
         "usage: mroce-dpdk-bench [--mode plain,copy,drvtx,driver,engine] [--payload 64,4096] [--lcores 1,2]\n"
-        "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [-- EAL args]\n"
+        "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [--cache N] [-- EAL args]\n"
         "       mroce-dpdk-bench --memif [--payload 64,4096] [--seconds S] [--burst N] [--mem MB]\n"
         "Default EAL args: -l 0,1 --no-huge --no-pci -m <mem> --file-prefix mroce-bench-<pid>");
 }
@@ -555,6 +556,7 @@ int main(int argc, char** argv) {
         else if (a == "--ring") o.ring = unsigned(std::stoul(val()));
         else if (a == "--mem") o.mem_mb = uint32_t(std::stoul(val()));
         else if (a == "--memif") memif = true;
+        else if (a == "--cache") g_cache = unsigned(std::stoul(val()));
         else if (a == "--") { eal_extra.assign(argv + i + 1, argv + argc); break; }
         else { usage(); return a == "-h" || a == "--help" ? 0 : 2; }
     }

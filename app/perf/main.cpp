@@ -339,11 +339,12 @@ void print_engine_json(FILE* f, const EngineStats& e, const DeviceStats& d, cons
         ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
         ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 ", \"udp_tx_packets\": %" PRIu64
         ", \"udp_tx_syscalls\": %" PRIu64 ", \"udp_rx_packets\": %" PRIu64 ", \"udp_rx_syscalls\": %" PRIu64
-        ", \"udp_tx_errors\": %" PRIu64 ", \"progress_passes\": %" PRIu64 ", \"idle_blocks\": %" PRIu64 "}",
+        ", \"udp_tx_errors\": %" PRIu64 ", \"progress_passes\": %" PRIu64 ", \"idle_blocks\": %" PRIu64
+        ", \"tx_retry_dropped\": %" PRIu64 "}",
         e.rx_packets, e.tx_packets, e.rx_decode_errors, e.rx_truncated, e.rx_bad_version, e.rx_bad_type,
         e.rx_oversized, e.rx_inconsistent, e.rx_unknown_conn, e.rx_bad_path, e.rx_stale, t.rx_truncated,
         d.injected_drops, d.injected_ce, t.tx_packets, t.tx_syscalls, t.rx_packets, t.rx_syscalls, t.tx_errors,
-        d.passes, d.blocks);
+        d.passes, d.blocks, d.tx_retry_dropped);
 }
 
 DeviceConfig make_cfg(const Opts& o, bool client) {

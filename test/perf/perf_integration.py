@@ -10,6 +10,7 @@
 #   dpdk-verify OP LOSS  the same byte-exact transfer over the DPDK driver:
 #                    two processes over net_memif (--no-huge --no-pci), each
 #                    with its own configuration file; no mbuf may stay in use
+#                    (optional 4th argument: RX/TX queues per port, per-path queues)
 #   bad-input        garbage, truncated datagrams and packets for unknown
 #                    connection ids at the server's ports during a transfer:
 #                    counted as drops, and the transfer still verifies
@@ -182,7 +183,7 @@ def case_bad_input():
           f"transfer {cj['goodput_gbps']:.2f} Gbit/s verified")
 
 
-def dpdk_configs():
+def dpdk_configs(queues=1):
     """Server and client configuration files for one net_memif link."""
     sock = f"/tmp/mroce-perf-memif-{os.getpid()}.sock"
     cpus = sorted(os.sched_getaffinity(0))
@@ -205,15 +206,17 @@ eal_args = --no-huge --no-pci --log-level lib.eal:warning --vdev=net_memif0,role
 eal_memory_mb = 256
 neighbours = {peer_ip} {peer_mac}
 tx_max_l3 = 4196
+rx_queues = {queues}
+tx_queues = {queues}
 """)
         files.append(path)
     return sock, files
 
 
-def case_dpdk_verify(op, loss):
+def case_dpdk_verify(op, loss, queues="1"):
     loss = float(loss)
     n = "400" if loss < 0.05 else "200"
-    sock, (scfg, ccfg) = dpdk_configs()
+    sock, (scfg, ccfg) = dpdk_configs(int(queues))
     try:
         os.unlink(sock)
     except FileNotFoundError:
@@ -262,14 +265,14 @@ def case_dpdk_verify(op, loss):
         if injected == 0:
             fail("loss injection dropped nothing")
         print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
-    print(f"PASS dpdk (net_memif) verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, "
-          f"{cj['messages']} x 64 KiB; server: {serr.strip().splitlines()[0]}")
+    print(f"PASS dpdk (net_memif, {queues} queue(s)) verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, "
+          f"{cj['messages']} x 64 KiB; server " + next(l for l in serr.splitlines() if "mroce dpdk: lcores" in l))
 
 
 if CASE[0] == "verify":
     case_verify(CASE[1], CASE[2])
 elif CASE[0] == "dpdk-verify":
-    case_dpdk_verify(CASE[1], CASE[2])
+    case_dpdk_verify(*CASE[1:4])
 elif CASE[0] == "killed-peer":
     case_killed_peer()
 elif CASE[0] == "killed-client":

@@ -115,6 +115,7 @@ TEST_CASE("config: the commented dpdk example in config/mroce.conf parses", "[co
     CHECK(d.driver == "dpdk");
     CHECK(d.dpdk.lcores == "auto");
     CHECK(d.dpdk.tx_max_l3 == 4196);
+    CHECK(d.dpdk.mbuf_cache == DpdkDeviceConfig{}.mbuf_cache);   // the example shows the default
     CHECK(d.dpdk.neighbours == "10.0.1.2 02:00:00:00:01:02");
 }
 

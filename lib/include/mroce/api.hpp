@@ -84,7 +84,7 @@ struct DpdkDeviceConfig {
     uint16_t rx_queues = 1, tx_queues = 1;
     uint16_t rx_desc = 1024, tx_desc = 1024;
     uint32_t rx_mbufs = 0, hdr_mbufs = 0, ext_mbufs = 0;  // 0: derived from the queue geometry
-    uint32_t mbuf_cache = 0;
+    uint32_t mbuf_cache = 256;          // per-lcore cache of each pool
     uint32_t rx_data_room = 0;          // 0: one whole max_payload frame per RX mbuf
     uint32_t tx_max_l3 = 0;             // 0: the port's MTU
 };
