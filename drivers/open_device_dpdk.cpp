@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -52,6 +53,16 @@ std::string pci_of(const std::vector<std::string>& args, const std::string& port
         else if (args[i].rfind("--allow=", 0) == 0) v = args[i].substr(8);
         else if (args[i].rfind("-a", 0) == 0 && args[i].size() > 2) v = args[i].substr(2);
         if (!v.empty()) return v.substr(0, v.find(','));   // drop devargs
+    }
+    // A vdev over a kernel interface (net_af_packet, net_af_xdp: iface=NAME): the
+    // PCI device behind it, if any (a veth has none: NUMA node unknown).
+    for (const auto& a : args) {
+        const size_t at = a.rfind("--vdev", 0) == 0 ? a.find("iface=") : std::string::npos;
+        if (at == std::string::npos) continue;
+        const std::string ifname = a.substr(at + 6, a.find(',', at) - (at + 6));
+        std::error_code ec;
+        const auto dev = std::filesystem::read_symlink("/sys/class/net/" + ifname + "/device", ec);
+        if (!ec && is_pci(dev.filename().string())) return dev.filename().string();
     }
     return {};
 }
@@ -108,7 +119,8 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
     try {
         s.used = dpdk::eal_init(ec);
     } catch (const std::exception& e) {
-        throw Error(who + ": key 'eal_args': " + e.what());
+        // The EAL does not say which argument it refused: name both keys that built them.
+        throw Error(who + ": keys 'eal_args' / 'lcores': " + e.what());
     }
     s.ours = true;
     s.eal_args = cfg.dpdk.eal_args;

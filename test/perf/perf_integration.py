@@ -269,8 +269,41 @@ def case_dpdk_verify(op, loss, queues="1"):
           f"{cj['messages']} x 64 KiB; server " + next(l for l in serr.splitlines() if "mroce dpdk: lcores" in l))
 
 
+def case_dpdk_bad_config():
+    """Values the EAL or the port refuse at open time: exit 1, the key and the reason named."""
+    sock = f"/tmp/mroce-perf-badcfg-{os.getpid()}.sock"
+    memif = f"--vdev=net_memif0,role=server,id=0,socket={sock},socket-abstract=no"
+    cases = [
+        ("eal_args = --no-huge --no-pci --vdev=net_nosuch0\n", "keys 'eal_args' / 'lcores': rte_eal_init failed"),
+        (f"eal_args = --no-huge --no-pci {memif}\ndpdk_port = net_ring7\n",
+         "key 'dpdk_port': no port named 'net_ring7' (ports: 0 (net_memif0))"),
+        (f"eal_args = --no-huge --no-pci {memif}\n",
+         "key 'tx_max_l3': the port sends IPv4 datagrams up to 1500 B"),
+        (f"eal_args = --no-huge --no-pci {memif}\nrx_mbufs = 100\n", "rx_mbufs 100 (need"),
+        ("eal_args = --no-huge --no-pci\nlcores = 4000\n", "keys 'eal_args' / 'lcores': rte_eal_init failed"),
+    ]
+    path = f"/tmp/mroce-perf-badcfg-{os.getpid()}.conf"
+    for body, want in cases:
+        with open(path, "w") as f:
+            f.write("[device d]\ndriver = dpdk\naddress = 10.0.1.1\n" + ("" if "lcores" in body else "lcores = 0\n")
+                    + body)
+        p = subprocess.run([PERF, "--config", path, "--accept-timeout", "1"], capture_output=True, text=True,
+                           timeout=30)
+        for f in (sock,):
+            try:
+                os.unlink(f)
+            except FileNotFoundError:
+                pass
+        if p.returncode != 1 or want not in p.stderr:
+            fail(f"config {body!r}: exit {p.returncode}, want 1 and {want!r} in stderr: {p.stderr[-600:]}")
+        print("PASS refused:", next(l for l in p.stderr.splitlines() if "mroce-perf: error" in l))
+    os.unlink(path)
+
+
 if CASE[0] == "verify":
     case_verify(CASE[1], CASE[2])
+elif CASE[0] == "dpdk-bad-config":
+    case_dpdk_bad_config()
 elif CASE[0] == "dpdk-verify":
     case_dpdk_verify(*CASE[1:4])
 elif CASE[0] == "killed-peer":
