@@ -221,14 +221,17 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
 // R-SCHED-1..3, once per burst: each path's eligibility as a packet budget
 // and its score as a step per packet in flight. The score is the spec's
 // (inflight + 1) / max(1, cwnd) * (srtt + 1 us), in fixed point, times 4
-// after a fresh mark.
+// after a fresh mark; a path that may take nothing scores kNoPath.
+static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
+
 void Engine::Impl::plan_paths(Conn& c) {
     for (TxPath& p : c.paths) {
         const double cwnd = std::max(1.0, p.cc.cwnd());
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - p.snd_una;
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
-            p.sched_room = 0;  // not eligible (path_open): skip it without scoring
+            p.sched_room = 0;  // not eligible (path_open)
+            p.sched_score = kNoPath;
             continue;
         }
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
@@ -241,20 +244,23 @@ void Engine::Impl::plan_paths(Conn& c) {
 
 // R-SCHED-1..4: the path of every packet, from the burst's plan. The scan
 // starts after the last path chosen and keeps the first of equal scores.
+// Branch-free: with equal paths taking turns, a compare-and-branch here was
+// mispredicted about once per packet.
 int Engine::Impl::pick_path(Conn& c) {
     const uint32_t n = uint32_t(c.paths.size());
     const TxPath* paths = c.paths.data();
-    uint32_t best = n;
-    uint64_t best_score = std::numeric_limits<uint64_t>::max();
+    uint32_t best = 0;
+    uint64_t best_score = kNoPath;
     auto consider = [&](uint32_t i) {
-        if (paths[i].sched_room && paths[i].sched_score < best_score) {
-            best = i;
-            best_score = paths[i].sched_score;
-        }
+        const uint64_t s = paths[i].sched_score;
+        const bool better = s < best_score;
+        best = better ? i : best;
+        best_score = better ? s : best_score;
     };
-    for (uint32_t i = c.rr_path; i < n; ++i) consider(i);
-    for (uint32_t i = 0; i < c.rr_path && i < n; ++i) consider(i);
-    if (best == n) return -1;
+    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
+    for (uint32_t i = start; i < n; ++i) consider(i);
+    for (uint32_t i = 0; i < start; ++i) consider(i);
+    if (best_score == kNoPath) return -1;
     c.rr_path = best + 1 == n ? 0 : best + 1;
     return int(best);
 }
@@ -339,8 +345,8 @@ void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now
     sl.csn = t.csn;
     sl.state = TxSlotState::inflight;
     ++p.inflight;
-    --p.sched_room;  // the burst's plan (plan_paths) follows what it sends
-    p.sched_score += p.sched_step;
+    // The burst's plan (plan_paths) follows what it sends.
+    p.sched_score = --p.sched_room ? p.sched_score + p.sched_step : kNoPath;
     const bool retransmit = t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
