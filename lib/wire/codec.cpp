@@ -141,7 +141,11 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
     c.reserved = get16(p + 14);
     out.payload = {};
 
-    const size_t hl = header_len(c.type);
+    // The type is in range (checked above): a table instead of a call per packet.
+    static constexpr uint8_t kHeaderLen[] = {0, kDataLen, kAckLen, kNakLen, kProbeLen, kProbeLen,
+                                             kConnectLen, kConnectLen, kDisconnectLen, kDisconnectLen};
+    static_assert(sizeof kHeaderLen == size_t(PacketType::disconnect_ack) + 1);
+    const size_t hl = kHeaderLen[type];
     if (n < hl) return DecodeError::truncated;
     // R-WIRE-5: every packet but connect_req names the receiver's connection.
     if (c.type != PacketType::connect_req && c.dst_conn == 0) return DecodeError::inconsistent;
