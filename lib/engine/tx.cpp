@@ -265,7 +265,7 @@ int Engine::Impl::pick_path(Conn& c) {
     return int(best);
 }
 
-bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
+[[gnu::always_inline]] inline bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
     if (c.csn_nxt - c.csn_una >= c.csn_limit) return false;  // R-CSN-5
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     while (!c.jobs.empty()) {
@@ -337,7 +337,7 @@ bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
     return false;
 }
 
-void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now) {
+[[gnu::always_inline]] inline void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now) {
     TxPath& p = c.paths[pi];
     const uint32_t psn = p.snd_nxt++;
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
