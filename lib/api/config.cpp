@@ -130,7 +130,8 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
         // Core and memory options have their own keys, so the two cannot disagree.
         std::istringstream in(v);
         for (std::string a; in >> a;) {
-            if (a == "-l" || a == "-c" || a == "--lcores" || a.rfind("--lcores=", 0) == 0)
+            const bool short_core = a.size() >= 2 && a[0] == '-' && (a[1] == 'l' || a[1] == 'c');   // -l, -l0, -c0x3
+            if (short_core || a == "--lcores" || a.rfind("--lcores=", 0) == 0)
                 w.bad("choose cores with key 'lcores', not " + a + " in eal_args", v);
             if (a == "--file-prefix" || a.rfind("--file-prefix=", 0) == 0)
                 w.bad("the file prefix is per process (mroce-<pid>); do not set it", v);

@@ -149,6 +149,8 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         {"[device d]\neal_args = --no-huge\n", "t.conf:2: key 'eal_args': only for driver = dpdk (device 'd' uses udp)"},
         {"[device d]\ndriver = dpdk\neal_args = -l 3 --no-pci\n", "key 'eal_args': choose cores with key 'lcores'"},
         {"[device d]\ndriver = dpdk\neal_args = --file-prefix x\n", "key 'eal_args': the file prefix is per process"},
+        {"[device d]\ndriver = dpdk\neal_args = --no-pci -l0-1\n", "choose cores with key 'lcores', not -l0-1"},
+        {"[device d]\ndriver = dpdk\neal_args = --lcores=0@1\n", "choose cores with key 'lcores'"},
         {"[device d]\ndriver = dpdk\nlcores = two\n", "key 'lcores': expected auto or a core list"},
         {"[device d]\ndriver = dpdk\nlcores = 1,,2\n", "key 'lcores': expected auto or a core list"},
         {"[device d]\ndriver = dpdk\nneighbours = 10.0.0.2\n", "key 'neighbours': '' is not a MAC address"},
