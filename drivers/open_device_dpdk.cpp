@@ -220,7 +220,10 @@ public:
             port_ = std::make_unique<dpdk::DpdkPort>(pc);
         } catch (const std::exception& e) {
             release_port();
-            throw Error(who_ + ", port " + port_name_ + ": " + e.what());
+            std::string hint;
+            if (port_name_.rfind("net_memif", 0) == 0 && std::string(e.what()).find("rte_eth_dev_start") != std::string::npos)
+                hint = " (a net_memif client starts only once its server's socket exists: start the server first)";
+            throw Error(who_ + ", port " + port_name_ + ": " + e.what() + hint);
         }
         const uint32_t l3 = 28 + 72 + cfg.engine.max_payload;
         if (const uint32_t max_l3 = port_->caps().tx_max_l3; max_l3 < l3) {
