@@ -7,6 +7,10 @@
 #include <catch2/catch.hpp>
 
 #include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include <set>
 
@@ -128,4 +132,70 @@ TEST_CASE("lcores: hwloc adapter describes this machine's allowed CPUs", "[dpdk]
     REQUIRE(ch.cpus.size() == 1);
     INFO(ch.describe(t));
     CHECK(CPU_ISSET(ch.cpus[0], &set));
+}
+
+// The adapter on a described machine: hwloc reads a topology from the XML
+// file named by HWLOC_XMLFILE as if it were this host's. Two packages, one
+// NUMA node each, 2 cores x 2 threads each (siblings numbered n and n+4), and
+// a NIC at 0000:03:00.0 under node 1.
+TEST_CASE("lcores: hwloc adapter finds cores, SMT siblings, NUMA nodes and the NIC's node", "[dpdk][lcores]") {
+    static const char* kXml = R"XML(<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x000000ff" complete_cpuset="0x000000ff" allowed_cpuset="0x000000ff" nodeset="0x00000003" complete_nodeset="0x00000003" allowed_nodeset="0x00000003" gp_index="1">
+    <object type="Package" os_index="0" cpuset="0x00000033" complete_cpuset="0x00000033" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="2">
+      <object type="NUMANode" os_index="0" cpuset="0x00000033" complete_cpuset="0x00000033" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="3" local_memory="1073741824"/>
+      <object type="Core" os_index="0" cpuset="0x00000011" complete_cpuset="0x00000011" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="4">
+        <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="5"/>
+        <object type="PU" os_index="4" cpuset="0x00000010" complete_cpuset="0x00000010" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="6"/>
+      </object>
+      <object type="Core" os_index="1" cpuset="0x00000022" complete_cpuset="0x00000022" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="7">
+        <object type="PU" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="8"/>
+        <object type="PU" os_index="5" cpuset="0x00000020" complete_cpuset="0x00000020" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="9"/>
+      </object>
+    </object>
+    <object type="Package" os_index="1" cpuset="0x000000cc" complete_cpuset="0x000000cc" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="10">
+      <object type="NUMANode" os_index="1" cpuset="0x000000cc" complete_cpuset="0x000000cc" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="11" local_memory="1073741824"/>
+      <object type="Core" os_index="2" cpuset="0x00000044" complete_cpuset="0x00000044" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="12">
+        <object type="PU" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="13"/>
+        <object type="PU" os_index="6" cpuset="0x00000040" complete_cpuset="0x00000040" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="14"/>
+      </object>
+      <object type="Core" os_index="3" cpuset="0x00000088" complete_cpuset="0x00000088" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="15">
+        <object type="PU" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="16"/>
+        <object type="PU" os_index="7" cpuset="0x00000080" complete_cpuset="0x00000080" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="17"/>
+      </object>
+      <object type="Bridge" gp_index="18" bridge_type="0-1" depth="0" bridge_pci="0000:[03-03]">
+        <object type="PCIDev" gp_index="19" pci_busid="0000:03:00.0" pci_type="0200 [8086:1572] [8086:0000] 01" pci_link_speed="0.000000"/>
+      </object>
+    </object>
+  </object>
+</topology>
+)XML";
+    const std::string path = "/tmp/mroce-test-topo-" + std::to_string(::getpid()) + ".xml";
+    {
+        std::ofstream f(path);
+        f << kXml;
+    }
+    ::setenv("HWLOC_XMLFILE", path.c_str(), 1);
+    const Topology t = machine_topology("0000:03:00.0");
+    const Topology no_nic = machine_topology("");
+    ::unsetenv("HWLOC_XMLFILE");
+    std::remove(path.c_str());
+    if (t.source != "hwloc") {
+        WARN("built without hwloc: adapter test skipped (" << t.source << ")");
+        return;
+    }
+    REQUIRE(t.cpus.size() == 8);
+    CHECK(t.nic_numa == 1);
+    CHECK(no_nic.nic_numa == -1);
+    for (const auto& c : t.cpus) {
+        INFO("cpu " << c.cpu);
+        CHECK(c.numa == (c.cpu % 4 < 2 ? 0 : 1));
+        CHECK(core_of(t, c.cpu) == core_of(t, c.cpu % 4));   // n and n+4 are siblings
+        CHECK(core_of(t, c.cpu) != core_of(t, (c.cpu + 1) % 4));
+    }
+    const LcoreChoice ch = choose_lcores(t, 2);
+    CHECK(ch.cpus == std::vector<unsigned>{2, 3});
+    CHECK_FALSE(ch.shared_core);
+    CHECK_FALSE(ch.remote_numa);
 }
