@@ -310,7 +310,8 @@ struct Engine::Impl {
     void plan_paths(Conn& c);
     int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
-    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now);
+    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
+    size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);
     void timers(Time now);
     void path_timeout(Conn& c, uint16_t pi, Time now);

@@ -106,7 +106,15 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
         }
         if (n < max && c->state == ConnState::established && c->has_sendable()) {
             plan_paths(*c);
-            while (n < max && emit_data(*c, out[n], now)) ++n;
+            while (n < max) {
+                bool blocked = false;
+                const size_t k = emit_segment_run(*c, out + n, max - n, now, blocked);
+                n += k;
+                if (blocked) break;  // where emit_data would have returned false
+                if (k) continue;
+                if (!emit_data(*c, out[n], now)) break;
+                ++n;
+            }
         }
     }
     if (nc) rr_conn = uint32_t((rr_conn + 1) % nc);
@@ -337,7 +345,10 @@ int Engine::Impl::pick_path(Conn& c) {
     return false;
 }
 
-[[gnu::always_inline]] inline void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now) {
+// hdr_template: the message's data header with every per-message field
+// filled in (emit_segment_run); only the per-packet fields are written here.
+[[gnu::always_inline]] inline void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now,
+                                                              const uint8_t* hdr_template) {
     TxPath& p = c.paths[pi];
     const uint32_t psn = p.snd_nxt++;
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
@@ -353,27 +364,43 @@ int Engine::Impl::pick_path(Conn& c) {
     t.state = CsnState::inflight;
     t.sent_before = true;
 
-    wire::CommonHeader h;
-    h.src_conn = c.id;
-    h.dst_conn = c.remote_conn;
-    h.path_id = uint16_t(pi);
-    wire::DataHeader d;
-    d.psn = psn;
-    d.csn = t.csn;
-    d.opcode = t.opcode;
-    d.dflags = uint8_t(t.dflags | (retransmit ? wire::kDataRetransmit : 0));
-    d.payload_len = t.payload_len;
-    d.stream_id = t.stream_id;
-    d.msg_seq = t.msg_seq;
-    d.msg_len = t.msg_len;
-    d.offset = t.offset;
-    d.rkey = t.rkey;
-    d.remote_addr = t.remote_addr;
-    d.recv_seq = t.recv_seq;
-    d.imm = t.imm;
-    d.ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo
-    d.path_floor = p.snd_una;
-    o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
+    const uint8_t dflags = uint8_t(t.dflags | (retransmit ? wire::kDataRetransmit : 0));
+    const uint32_t ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo
+    if (hdr_template) {
+        using namespace wire::detail;
+        std::memcpy(o.hdr, hdr_template, wire::kDataLen);
+        put16(o.hdr + 12, uint16_t(pi));
+        put32(o.hdr + 16, psn);
+        put32(o.hdr + 20, t.csn);
+        put8(o.hdr + 25, dflags);
+        put16(o.hdr + 26, t.payload_len);
+        put32(o.hdr + 40, t.offset);
+        put32(o.hdr + 64, ts);
+        put32(o.hdr + 68, p.snd_una);
+        o.hdr_len = uint16_t(wire::kDataLen);
+    } else {
+        wire::CommonHeader h;
+        h.src_conn = c.id;
+        h.dst_conn = c.remote_conn;
+        h.path_id = uint16_t(pi);
+        wire::DataHeader d;
+        d.psn = psn;
+        d.csn = t.csn;
+        d.opcode = t.opcode;
+        d.dflags = dflags;
+        d.payload_len = t.payload_len;
+        d.stream_id = t.stream_id;
+        d.msg_seq = t.msg_seq;
+        d.msg_len = t.msg_len;
+        d.offset = t.offset;
+        d.rkey = t.rkey;
+        d.remote_addr = t.remote_addr;
+        d.recv_seq = t.recv_seq;
+        d.imm = t.imm;
+        d.ts = ts;
+        d.path_floor = p.snd_una;
+        o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
+    }
     o.peer = c.peer;
     o.path = uint16_t(pi);
     o.entropy = p.entropy;
@@ -386,6 +413,77 @@ int Engine::Impl::pick_path(Conn& c) {
     ++c.st.tx_data_packets;
     c.st.tx_payload_bytes += t.payload_len;
     next_timer = std::min(next_timer, now + backed_off_rto(p, cfg));
+}
+
+// New segments of one multi-packet SEND or WRITE, back to back: what is
+// the same for every segment of the message (the TxPkt fields, the header
+// bytes) is built once per run, so a segment costs its offset, CSN and path.
+// Same decisions in the same order as emit_data + next_new_segment; anything
+// else (retransmissions, responses, READ, atomics, the last segment's job
+// bookkeeping of other kinds) takes the general path.
+// blocked: the run stopped where emit_data would have returned false (pacer,
+// no eligible path, CSN window), so the caller ends this connection's turn.
+size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
+    if (c.state != ConnState::established || !c.retx.empty() || c.jobs.empty()) return 0;
+    const TxJob job = c.jobs.front();
+    if (job.kind != JobKind::request) return 0;
+    Stream& s = c.streams[job.stream_idx];
+    SendWqe& w = s.sq[job.slot];
+    if (!w.active || w.done || s.error || w.next_seg >= w.npkts) return 0;
+    if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
+        w.opcode != Opcode::send_imm)
+        return 0;
+    if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
+    TxPkt tmpl{};
+    tmpl.opcode = w.opcode;
+    tmpl.is_request = true;
+    tmpl.stream_idx = job.stream_idx;
+    tmpl.sq_slot = job.slot;
+    tmpl.stream_id = s.id;
+    tmpl.msg_seq = w.msg_seq;
+    tmpl.recv_seq = w.recv_seq;
+    tmpl.imm = w.wr.imm;
+    tmpl.rkey = w.wr.rkey;
+    tmpl.remote_addr = w.wr.remote_addr;
+    tmpl.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+    tmpl.msg_len = w.wr.length;
+    uint8_t hdr[wire::kDataLen];
+    {
+        wire::CommonHeader h;
+        h.src_conn = c.id;
+        h.dst_conn = c.remote_conn;
+        wire::DataHeader d;
+        d.opcode = tmpl.opcode;
+        d.dflags = tmpl.dflags;
+        d.stream_id = tmpl.stream_id;
+        d.msg_seq = tmpl.msg_seq;
+        d.msg_len = tmpl.msg_len;
+        d.rkey = tmpl.rkey;
+        d.remote_addr = tmpl.remote_addr;
+        d.recv_seq = tmpl.recv_seq;
+        d.imm = tmpl.imm;
+        wire::encode_data({hdr, sizeof hdr}, h, d);
+    }
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    size_t n = 0;
+    while (n < max && w.next_seg < w.npkts) {
+        if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
+        const int pi = pick_path(c);
+        if (pi < 0) { blocked = true; break; }
+        if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        const uint32_t k = w.next_seg++;
+        TxPkt& t = c.txpkts[c.csn_nxt & mask];
+        t = tmpl;
+        t.offset = k * c.seg;
+        t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
+        t.payload = w.local ? w.local + t.offset : nullptr;
+        t.csn = c.csn_nxt++;
+        send_on_path(c, t, pi, out[n], now, hdr);
+        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        ++n;
+    }
+    if (w.next_seg >= w.npkts) c.jobs.drop_front();
+    return n;
 }
 
 bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {

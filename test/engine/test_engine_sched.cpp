@@ -96,3 +96,43 @@ TEST_CASE("cutting a burst into calls changes no path choice", "[engine][sched]"
     CHECK(a == b);
     CHECK(a == c);
 }
+
+TEST_CASE("a run of segments: every header carries its own segment's fields", "[engine][sched]") {
+    SchedPair p;
+    std::vector<TxPacket> out(256);
+    const size_t n = p.a->tx_burst(out.data(), out.size(), p.link->now);
+    REQUIRE(n >= 32);
+    uint32_t next_psn[4] = {0, 0, 0, 0};
+    bool first = true;
+    uint32_t csn0 = 0, psn0 = 0, k = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (!is_data(out[i])) continue;
+        std::vector<uint8_t> dgram(out[i].hdr, out[i].hdr + out[i].hdr_len);
+        dgram.insert(dgram.end(), out[i].payload, out[i].payload + out[i].payload_len);
+        wire::Packet pk;
+        REQUIRE(wire::decode(dgram, pk) == wire::DecodeError::ok);
+        const wire::DataHeader& d = pk.data;
+        if (first) {
+            csn0 = d.csn;
+            psn0 = d.psn;
+            for (uint16_t j = 0; j < 4; ++j) next_psn[j] = d.psn;  // all paths start level
+            first = false;
+        }
+        CHECK(pk.common.path_id == out[i].path);
+        CHECK(pk.common.src_conn == p.ca);
+        CHECK(d.psn == next_psn[out[i].path]++);                   // R-PATH-1: per path, in order
+        CHECK(d.csn == csn0 + k);                                  // R-CSN-1: one per segment
+        CHECK(d.opcode == wire::Opcode::write);
+        CHECK(d.dflags == 0);
+        CHECK(d.msg_len == p.src.size());
+        CHECK(d.offset == k * 1024);
+        CHECK(d.payload_len == 1024);
+        CHECK(d.remote_addr == uint64_t(reinterpret_cast<uintptr_t>(p.dst.data())));
+        CHECK(d.rkey == p.md.rkey);
+        CHECK(out[i].payload == p.src.data() + k * 1024);
+        CHECK(d.ts != 0);
+        CHECK(d.path_floor == psn0);  // R-PATH-5: nothing acked yet, the floor stays at the first PSN
+        ++k;
+    }
+    CHECK(k == 32);
+}
