@@ -189,7 +189,8 @@ def dpdk_configs(queues=1):
     cpus = sorted(os.sched_getaffinity(0))
     files = []
     for role, ip, mac, peer_ip, peer_mac, cpu in (
-            ("server", "10.0.1.1", "02:00:00:00:01:01", "10.0.1.2", "02:00:00:00:01:02", cpus[0]),
+            # The server places itself (lcores = auto: hwloc, the first free core), the client is pinned.
+            ("server", "10.0.1.1", "02:00:00:00:01:01", "10.0.1.2", "02:00:00:00:01:02", "auto"),
             ("client", "10.0.1.2", "02:00:00:00:01:02", "10.0.1.1", "02:00:00:00:01:01", cpus[-1])):
         path = f"/tmp/mroce-perf-dpdk-{os.getpid()}-{role}.conf"
         # bsize: one frame per memif buffer (see test/dpdk/test_dpdk_integrity_memif.cpp);
@@ -241,9 +242,10 @@ def case_dpdk_verify(op, loss, queues="1"):
             pass
     if crc != 0 or src != 0:
         fail(f"exit codes client {crc} server {src}; client: {cerr[-1500:]} server: {serr[-1500:]}")
-    for who, err in (("client", cerr), ("server", serr)):
-        if "mroce dpdk: lcores" not in err:
-            fail(f"{who} did not print its lcore choice: {err[-800:]}")
+    for who, err, want in (("client", cerr, "mroce dpdk: lcores from configuration"),
+                           ("server", serr, "mroce dpdk: lcores auto: lcore 0 cpu ")):
+        if want not in err:
+            fail(f"{who} did not print its lcore choice ({want!r}): {err[-800:]}")
         if "mbufs in use at close" in err or "leaking its pools" in err:
             fail(f"{who} leaked mbufs: {err[-800:]}")
     try:
