@@ -72,6 +72,13 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
     if (c.min_rto == 0) c.min_rto = 1000;
     if (c.max_rto < c.min_rto) c.max_rto = c.min_rto;
     c.cc.max_cwnd = std::min<double>(c.cc.max_cwnd, wire::kSackBits);
+    if (c.deferred_placement) {
+        uint32_t d = 64;
+        while (d < c.place_depth && d < (1u << 20)) d <<= 1;
+        c.place_depth = d;
+        impl_->pend.resize(d);
+        impl_->place_jobs.resize(d);
+    }
 }
 
 Engine::~Engine() = default;
@@ -225,6 +232,7 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.csn_limit = std::min<uint32_t>(cfg.csn_window, h.csn_window);
     c.peer_depth = h.stream_depth;
     c.rx_csn.init(h.initial_csn, cfg.csn_window);
+    if (cfg.deferred_placement) c.rx_csn_done.init(h.initial_csn, cfg.csn_window);
     c.ctrl.reserve(64 + 2u * (c.num_paths + c.peer_paths));
     for (Stream& s : c.streams) s.sq_limit = std::min<uint32_t>(cfg.stream_depth, c.peer_depth);
     c.last_rx = now;

@@ -209,7 +209,8 @@ struct Conn {
     uint32_t hint_kbps = 0;
 
     // receiver
-    CsnWindow rx_csn;
+    CsnWindow rx_csn;              // CSNs accepted (deferred placement: maybe still being placed)
+    CsnWindow rx_csn_done;         // deferred placement only: CSNs placed (what cum_csn reports)
     std::vector<RxPath> rx_paths;
     uint32_t acks_pending = 0;     // rx paths with ack_pending set
 
@@ -245,6 +246,29 @@ struct Conn {
     }
 };
 
+// Deferred placement: one received data packet whose acknowledgement (and,
+// with a copy, byte count and completion) waits for the placement stage.
+// Kept in arrival order and finished in that order, so an ACK never shows a
+// later PSN of a path as received while an earlier one is still being placed
+// (the sender would take the hole for a loss, R-SACK-4).
+enum class PendKind : uint8_t { ack_only, rx_msg, read_resp };
+struct PendRec {
+    uint32_t conn_id = 0;
+    uint32_t csn = 0;
+    uint32_t psn = 0;
+    uint32_t ts = 0;
+    uint32_t stream_idx = 0;
+    uint32_t msg_seq = 0;
+    uint32_t plen = 0;             // payload bytes (counted toward the message when placed)
+    uint16_t path = 0;
+    PendKind kind = PendKind::ack_only;
+    bool psn_fresh = false;        // record the PSN in the path's SACK state
+    bool accepted = false;         // fresh CSN accepted: count it, mark it placed
+    bool ce = false;
+    bool ack_now = false;          // R-ACK-1 triggers known at arrival (dup, flag, message end)
+    bool placed = false;
+};
+
 struct Cq {
     std::vector<Completion> ring;
     uint32_t head = 0;
@@ -267,6 +291,13 @@ struct Engine::Impl {
     Time next_hint_update = 0;
     uint32_t cookie_seed = 0x9e3779b9u;
     uint32_t rr_conn = 0;
+    // deferred placement: records [pend_head, pend_tail) (token = position),
+    // jobs [job_head, job_tail) not yet taken by the driver
+    std::vector<PendRec> pend;
+    std::vector<PlaceJob> place_jobs;
+    uint32_t pend_head = 0, pend_tail = 0;
+    uint32_t job_head = 0, job_tail = 0;
+    const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing
 
     explicit Impl(const EngineConfig& c);
     ~Impl();
@@ -284,8 +315,17 @@ struct Engine::Impl {
     void rx_nak(Conn& c, const wire::Packet& pk);
     void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
     void rx_connect_ack(Conn& c, const wire::Packet& pk, Time now);
-    enum class Placed : uint8_t { ok, rnr, stale, refused };
-    Placed place(Conn& c, const wire::Packet& pk, Time now);
+    enum class Placed : uint8_t { ok, rnr, stale, refused, deferred };
+    struct Deferral {
+        uint8_t* dst = nullptr;
+        uint32_t stream_idx = 0;
+        PendKind kind = PendKind::ack_only;
+    };
+    // defer == nullptr: copy inline. Otherwise a payload copy is described in
+    // *defer and Placed::deferred returned; its bookkeeping waits for finish_pend.
+    Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
+    void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now);
+    void finish_pend(const PendRec& r, Time now);
     void request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq);
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);
     void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);

@@ -28,7 +28,10 @@ static void put_be64(uint8_t* p, uint64_t v) {
 void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
     Impl& I = *impl_;
     I.last_now = now;
-    for (size_t i = 0; i < n; ++i) I.rx_one(pkts[i], now);
+    for (size_t i = 0; i < n; ++i) {
+        I.cur_rx = &pkts[i];
+        I.rx_one(pkts[i], now);
+    }
 }
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
@@ -190,6 +193,11 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         ++st.rx_bad_path;
         return;
     }
+    const bool deferring = cfg.deferred_placement;
+    if (deferring && pend_tail - pend_head == pend.size()) {
+        ++st.rx_place_full;  // the placement stage is behind: like a full NIC queue, no ack
+        return;
+    }
     RxPath& rp = c.rx_paths[pi];
     rp.sack.apply_floor(d.path_floor);
     const SackBitmap::Result pr = rp.sack.classify(d.psn);
@@ -197,8 +205,23 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         ++st.rx_stale;  // R-SACK-2 violated by the sender
         return;
     }
-    if (pr == SackBitmap::Result::fresh) {
-        const CsnWindow::Result cr = c.rx_csn.classify(d.csn);
+    PendRec r;
+    r.csn = d.csn;
+    r.psn = d.psn;
+    r.ts = d.ts;
+    r.plen = d.payload_len;
+    r.path = pi;
+    r.ce = ce;
+    r.psn_fresh = pr == SackBitmap::Result::fresh;
+    Deferral df;
+    bool deferred = false;
+    if (r.psn_fresh) {
+        CsnWindow::Result cr = c.rx_csn.classify(d.csn);
+        // Deferred: the placed filter lags the accepted one; never let a CSN
+        // alias a slot of one still being placed (an honest sender cannot get
+        // here, R-CSN-5 counts from acks, which follow placement).
+        if (deferring && cr == CsnWindow::Result::fresh && d.csn - c.rx_csn_done.cum() >= cfg.csn_window)
+            cr = CsnWindow::Result::beyond_window;
         if (cr == CsnWindow::Result::beyond_window) {
             ++st.rx_stale;  // R-CSN-4
             return;
@@ -207,45 +230,142 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             if (refuse_again(c, d)) return;  // R-NAK-8: a resent refused packet
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
         } else {
-            const Placed r = place(c, pk, now);
-            if (r == Placed::rnr) {
+            const Placed res = place(c, pk, now, deferring ? &df : nullptr);
+            if (res == Placed::rnr) {
                 ++c.st.rnr_drops;  // R-SEND-4: not acked; the sender's loss recovery resends it
                 return;
             }
-            if (r == Placed::stale) {
+            if (res == Placed::stale) {
                 // Names a message that cannot be in flight: a corrupted or forged packet.
                 // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
                 ++st.rx_stale;
                 return;
             }
+            // Deferred: marked now ("placement pending") so that a copy arriving
+            // before the placement is a duplicate, never placed twice.
             c.rx_csn.mark(d.csn);
-            if (r == Placed::refused) return;  // R-NAK-1: CSN consumed, PSN not acked, NAK sent
-            ++c.st.rx_data_packets;
-            c.st.rx_payload_bytes += d.payload_len;
+            if (res == Placed::refused) {
+                // R-NAK-1: CSN consumed, PSN not acked, NAK sent; nothing to place.
+                if (deferring) c.rx_csn_done.mark(d.csn);
+                return;
+            }
+            r.accepted = true;
+            deferred = res == Placed::deferred;
         }
-        rp.sack.mark(d.psn);
     } else {
         ++c.st.duplicates;
     }
+    // R-ACK-1: what the sender must learn now is never delayed.
+    r.ack_now = ce || !r.psn_fresh || (d.dflags & wire::kDataAckNow) ||
+                uint64_t(d.offset) + d.payload_len >= d.msg_len;
+    if (!deferring || (!deferred && pend_head == pend_tail)) {
+        rx_accounted(c, rp, r, now);
+        return;
+    }
+    // Queued behind (or as) a pending placement: finished in arrival order by placed().
+    r.conn_id = c.id;
+    r.kind = df.kind;
+    r.stream_idx = df.stream_idx;
+    r.msg_seq = d.msg_seq;
+    r.placed = !deferred;
+    const uint32_t token = pend_tail++;
+    const uint32_t mask = uint32_t(pend.size() - 1);
+    pend[token & mask] = r;
+    if (deferred) {
+        PlaceJob& j = place_jobs[job_tail++ & mask];
+        j.dst = df.dst;
+        j.src = pk.payload.data();
+        j.len = d.payload_len;
+        j.src_off = uint32_t(pk.payload.data() - cur_rx->data);
+        j.cookie = cur_rx->cookie;
+        j.token = token;
+        ++st.place_jobs;
+    }
+}
+
+// Step 16 of doc/spec.md section 5 after the payload is in place: count it,
+// record its PSN and make the path's ACK due (R-ACK-1, R-ACK-2).
+void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now) {
+    if (r.accepted) {
+        if (cfg.deferred_placement) c.rx_csn_done.mark(r.csn);
+        ++c.st.rx_data_packets;
+        c.st.rx_payload_bytes += r.plen;
+    }
+    // Deferred: the path floor may have passed the PSN meanwhile (the sender gave up on it).
+    if (r.psn_fresh && (!cfg.deferred_placement || rp.sack.classify(r.psn) == SackBitmap::Result::fresh))
+        rp.sack.mark(r.psn);
     // R-ACK-2: every data packet, fresh or duplicate, is acked.
     ++rp.rx_packets;
     if (rp.rx_pending < 0xffff) ++rp.rx_pending;
-    if (ce) {
+    if (r.ce) {
         ++rp.rx_ce;
         if (rp.ce_pending < rp.rx_pending) ++rp.ce_pending;
         rp.ack_ce = true;
     }
-    rp.ts_last = d.ts;
-    // R-ACK-1: what the sender must learn now is never delayed.
-    if (ce || pr != SackBitmap::Result::fresh || rp.sack.has_gap() || (d.dflags & wire::kDataAckNow) ||
-        uint64_t(d.offset) + d.payload_len >= d.msg_len)
-        rp.ack_now = true;
+    rp.ts_last = r.ts;
+    if (r.ack_now || rp.sack.has_gap()) rp.ack_now = true;
     if (!rp.ack_pending) {
         rp.ack_pending = true;
         rp.first_pending = now;
         ++c.acks_pending;
     }
-    fair.on_rx(c.fair_idx, d.payload_len + uint32_t(wire::kDataLen), now);
+    fair.on_rx(c.fair_idx, r.plen + uint32_t(wire::kDataLen), now);
+}
+
+// ---------------- deferred placement ----------------
+
+size_t Engine::take_place_jobs(PlaceJob* out, size_t max) {
+    Impl& I = *impl_;
+    const uint32_t mask = uint32_t(I.place_jobs.size() - 1);
+    size_t n = 0;
+    while (n < max && I.job_head != I.job_tail) out[n++] = I.place_jobs[I.job_head++ & mask];
+    return n;
+}
+
+void Engine::placed(const uint32_t* tokens, size_t n, Time now) {
+    Impl& I = *impl_;
+    if (I.pend.empty()) return;
+    I.last_now = now;
+    const uint32_t mask = uint32_t(I.pend.size() - 1);
+    for (size_t i = 0; i < n; ++i)
+        if (tokens[i] - I.pend_head < I.pend_tail - I.pend_head) I.pend[tokens[i] & mask].placed = true;
+    while (I.pend_head != I.pend_tail && I.pend[I.pend_head & mask].placed) {
+        const PendRec r = I.pend[I.pend_head & mask];
+        ++I.pend_head;
+        I.finish_pend(r, now);
+    }
+}
+
+size_t Engine::place_outstanding() const noexcept { return impl_->pend_tail - impl_->pend_head; }
+
+void Engine::Impl::finish_pend(const PendRec& r, Time now) {
+    Conn* cp = conn(r.conn_id);
+    if (!cp || (cp->state != ConnState::established && cp->state != ConnState::closing)) return;
+    Conn& c = *cp;
+    if (r.path >= c.rx_paths.size()) return;
+    // Whatever happened meanwhile (a NAK flushed the stream, a later segment
+    // failed the message) leaves the record stale: then only the ack remains.
+    if (r.kind != PendKind::ack_only && r.stream_idx < c.streams.size()) {
+        Stream& s = c.streams[r.stream_idx];
+        if (r.kind == PendKind::rx_msg) {
+            RxMsg& m = s.rx[r.msg_seq % s.rx.size()];
+            if (m.active && m.msg_seq == r.msg_seq && !m.complete) {
+                m.bytes += r.plen;
+                if (m.bytes >= m.msg_len) m.complete = true;  // R-CMPL-1
+                if (m.complete && m.msg_seq == s.rx_next) advance_rx(c, s, r.stream_idx);
+            }
+        } else {
+            SendWqe& w = s.sq[r.msg_seq % s.sq.size()];
+            if (w.active && w.msg_seq == r.msg_seq && !w.done) {
+                w.resp_bytes += r.plen;
+                if (w.resp_bytes >= w.wr.length) {
+                    w.done = true;
+                    advance_sq(c, s);
+                }
+            }
+        }
+    }
+    rx_accounted(c, c.rx_paths[r.path], r, now);
 }
 
 void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
@@ -284,7 +404,7 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     return false;
 }
 
-Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now) {
+Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer) {
     (void)now;
     const wire::DataHeader& d = pk.data;
     uint32_t sidx = 0;
@@ -309,6 +429,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             return Placed::ok;
         }
         if (d.opcode == Opcode::read_resp) {
+            if (defer && plen) {
+                *defer = Deferral{w.local + d.offset, sidx, PendKind::read_resp};
+                return Placed::deferred;
+            }
             if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
             w.resp_bytes += plen;
             if (w.resp_bytes >= w.wr.length) w.done = true;
@@ -372,6 +496,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr + d.offset, plen, &dst, syn)) {
             return fail(syn, WcStatus::rem_access_err);  // R-MEM-3: nothing written
         }
+        if (defer && plen) {
+            *defer = Deferral{dst, sidx, PendKind::rx_msg};
+            return Placed::deferred;
+        }
         if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2: straight into its final place
         break;
     }
@@ -385,6 +513,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         }
         if (r.bad_lkey) {
             return fail(Syndrome::remote_op_error, WcStatus::loc_prot_err);
+        }
+        if (defer && plen) {
+            *defer = Deferral{r.local + d.offset, sidx, PendKind::rx_msg};
+            return Placed::deferred;
         }
         if (plen) std::memcpy(r.local + d.offset, payload, plen);  // R-SEND-2
         break;

@@ -213,7 +213,7 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
     a.rate_hint = cfg.rate_hints ? fair.hint_kbps(c.fair_idx) : 0;
     a.ce_count = rp.ce_pending;
     a.rx_count = rp.rx_pending;
-    a.cum_csn = c.rx_csn.cum();
+    a.cum_csn = cfg.deferred_placement ? c.rx_csn_done.cum() : c.rx_csn.cum();  // R-CSN-6: placed
     a.ack_flags = rp.ack_ce ? wire::kAckCe : 0;
     for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
     const size_t hl = wire::encode_ack({o.hdr, sizeof o.hdr}, h, a);

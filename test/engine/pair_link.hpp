@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <queue>
 #include <vector>
 
 #include "../common/test_random.hpp"
 #include "mroce/engine.hpp"
+#include "placement_worker.hpp"
 
 namespace mroce::test {
 
@@ -43,7 +46,75 @@ struct PairLink {
     std::priority_queue<InFlight, std::vector<InFlight>, std::greater<>> q;
     uint64_t seq = 0;
 
+    // Pipeline arrangement (an engine built with deferred_placement): its
+    // payload copies run on a PlacementWorker thread; a copy takes
+    // place_latency of virtual time (0: done before the end of the step,
+    // after one tx_burst saw it pending). Received datagrams stay in slots
+    // until their job's token is back.
+    Time place_latency = 0;
+    uint64_t placements = 0;
+    struct Held {
+        Time ready;
+        uint32_t cookie;
+    };
+    std::vector<std::vector<uint8_t>> slots;
+    std::vector<uint32_t> free_slots;
+    std::deque<Held> held[2];
+    std::deque<PlaceDone> returned[2];
+    std::unique_ptr<PlacementWorker> worker[2];  // after the slots: joined before they go
+
     PairLink(Engine& a, Engine& b, uint64_t seed = 1) : eng{&a, &b}, rng(seed) {}
+
+    void enable_pipeline(int side) {
+        if (!eng[side]->config().deferred_placement) {
+            std::fprintf(stderr, "PairLink: engine %d was not built with deferred_placement\n", side);
+            std::abort();
+        }
+        worker[side] = std::make_unique<PlacementWorker>();
+    }
+    uint32_t hold(std::vector<uint8_t>&& b) {
+        if (free_slots.empty()) {
+            slots.push_back(std::move(b));
+            return uint32_t(slots.size() - 1);
+        }
+        const uint32_t k = free_slots.back();
+        free_slots.pop_back();
+        slots[k] = std::move(b);
+        return k;
+    }
+    // Hands finished copies (those ready by now, or all) back to the engine, in order.
+    void finish_placements(int side, bool all) {
+        uint32_t tokens[64];
+        size_t n = 0;
+        while (!held[side].empty() && (all || held[side].front().ready <= now)) {
+            while (returned[side].empty()) {
+                PlaceDone d[64];
+                const size_t k = worker[side]->poll(d, 64);
+                returned[side].insert(returned[side].end(), d, d + k);
+                if (!k) std::this_thread::yield();
+            }
+            const PlaceDone d = returned[side].front();
+            returned[side].pop_front();
+            if (d.cookie != held[side].front().cookie) {
+                std::fprintf(stderr, "PairLink: placement returned out of order\n");
+                std::abort();
+            }
+            held[side].pop_front();
+            free_slots.push_back(d.cookie);
+            tokens[n++] = d.token;
+            ++placements;
+            if (n == 64) {
+                eng[side]->placed(tokens, n, now);
+                n = 0;
+            }
+        }
+        if (n) eng[side]->placed(tokens, n, now);
+    }
+    void finish_placements(bool all) {
+        for (int i = 0; i < 2; ++i)
+            if (worker[i]) finish_placements(i, all);
+    }
+    bool placing() const { return !held[0].empty() || !held[1].empty(); }
 
     void pump_tx(int from) {
         TxPacket out[32];
@@ -98,22 +169,47 @@ struct PairLink {
             }
             Time t_next = end;
             if (!q.empty()) t_next = std::min(t_next, q.top().at);
+            for (int i = 0; i < 2; ++i)
+                if (!held[i].empty()) t_next = std::min(t_next, std::max(now, held[i].front().ready));
             for (int i = 0; i < 2; ++i) t_next = std::min(t_next, std::max(now, eng[i]->next_deadline(now)));
             if (t_next >= end) { now = end; break; }
             now = std::max(now, t_next);
+            finish_placements(false);
             while (!q.empty() && q.top().at <= now) {
                 InFlight f = q.top();
                 q.pop();
                 RxPacket r;
-                r.data = f.bytes.data();
                 r.len = uint32_t(f.bytes.size());
                 r.peer = uint32_t(1 - f.to);
                 r.ce = f.ce;
-                eng[f.to]->rx_burst(&r, 1, now);
+                if (!worker[f.to]) {
+                    r.data = f.bytes.data();
+                    eng[f.to]->rx_burst(&r, 1, now);
+                } else {
+                    r.cookie = hold(std::move(f.bytes));
+                    r.data = slots[r.cookie].data();
+                    eng[f.to]->rx_burst(&r, 1, now);
+                    PlaceJob j[8];
+                    bool kept = false;
+                    size_t k;
+                    while ((k = eng[f.to]->take_place_jobs(j, 8)) > 0) {
+                        for (size_t i = 0; i < k; ++i) {
+                            worker[f.to]->submit(j[i]);
+                            held[f.to].push_back(Held{now + place_latency, j[i].cookie});
+                            kept |= j[i].cookie == r.cookie;
+                        }
+                    }
+                    if (!kept) free_slots.push_back(r.cookie);
+                }
                 ++delivered;
             }
             pump_tx(0);
             pump_tx(1);
+            if (place_latency == 0 && placing()) {
+                finish_placements(false);
+                pump_tx(0);
+                pump_tx(1);
+            }
         }
         return pred();
     }

@@ -157,6 +157,8 @@ struct EngineStats {
     uint64_t rx_stale = 0;           // CSN/PSN outside the acceptable window
     uint64_t cq_overflows = 0;
     uint64_t connects_refused = 0;
+    uint64_t place_jobs = 0;         // payload copies handed to the placement stage (deferred placement)
+    uint64_t rx_place_full = 0;      // data dropped unacked: place_depth records outstanding
 };
 
 struct EngineConfig {
@@ -179,6 +181,11 @@ struct EngineConfig {
     Time ack_delay = 0;                  // hold acks at most this long (0: ack every rx burst)
     CcConfig cc{};
     uint32_t reroute_after_marks = 0;    // 0 = off; rounds with marks before changing entropy
+    // Pipeline arrangement (doc/architecture.md 4.2): rx_burst validates and
+    // deduplicates but leaves payload copies to a placement stage (PlaceJob,
+    // take_place_jobs / placed). false: run to completion, copies inline.
+    bool deferred_placement = false;
+    uint32_t place_depth = 1024;         // received packets awaiting placement (power of two)
 };
 
 class Engine {
@@ -219,6 +226,17 @@ public:
     Time next_deadline(Time now) const;
     // True when tx_burst would produce a packet right now.
     bool tx_pending(Time now) const;
+
+    // --- deferred placement (EngineConfig::deferred_placement) ---
+    // Payload copies from earlier rx_bursts, in arrival order. Drivers take
+    // them after every rx_burst (a job points into that burst's datagrams)
+    // and keep those datagrams until the job is placed.
+    size_t take_place_jobs(PlaceJob* out, size_t max);
+    // The copies named by tokens are done (any order). Acks, byte counts and
+    // completions that waited for them happen here, in arrival order.
+    void placed(const uint32_t* tokens, size_t n, Time now);
+    // Received packets whose processing waits for a placement (0: drained).
+    size_t place_outstanding() const noexcept;
 
     // --- statistics ---
     const EngineStats& stats() const noexcept;

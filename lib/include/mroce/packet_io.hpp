@@ -33,12 +33,30 @@ struct TxPacket {
 };
 
 struct RxPacket {
-    const uint8_t* data = nullptr;  // whole UDP payload; only read during Engine::rx_burst
+    // Whole UDP payload. Inline placement (the default): only read during
+    // Engine::rx_burst. Deferred placement: a PlaceJob may point into it, and
+    // then it must stay valid until the job's token is passed to Engine::placed.
+    const uint8_t* data = nullptr;
     uint32_t len = 0;
     uint32_t peer = 0;              // driver's peer handle for the source address
     uint16_t local_path = 0;        // index of the local port/socket it arrived on (informational)
     uint8_t ce = 0;                 // 1 if the IP header carried CE (R-ECN-2)
     uint8_t pad_ = 0;
+    uint32_t cookie = 0;            // driver's handle for the buffer; copied into PlaceJob::cookie
+};
+
+// Deferred placement (EngineConfig::deferred_placement): a payload copy the
+// engine validated and deduplicated but left to a placement stage (another
+// thread or lcore). The stage copies len bytes from src to dst, may then
+// release the received buffer, and returns token to Engine::placed(). The
+// engine acknowledges and completes nothing that depends on the copy before.
+struct PlaceJob {
+    uint8_t* dst = nullptr;         // final place in registered memory
+    const uint8_t* src = nullptr;   // inside the received datagram (RxPacket::data)
+    uint32_t len = 0;
+    uint32_t src_off = 0;           // src - RxPacket::data (for drivers that hold the frame, not the pointer)
+    uint32_t cookie = 0;            // RxPacket::cookie of the datagram
+    uint32_t token = 0;             // hand back to Engine::placed
 };
 
 }  // namespace mroce
