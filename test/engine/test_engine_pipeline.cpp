@@ -66,6 +66,7 @@ void copy(const PlaceJob& j) { std::memcpy(j.dst, j.src, j.len); }
 TEST_CASE("pipeline: nothing is acked or completed before it is placed", "[engine][pipeline]") {
     EngineConfig ca_cfg;
     ca_cfg.num_paths = 1;
+    ca_cfg.rate_hints = false;  // no pacing: the three segments leave in one burst
     EngineConfig cb_cfg = ca_cfg;
     cb_cfg.deferred_placement = true;
     Engine a(ca_cfg), b(cb_cfg);
@@ -180,6 +181,7 @@ TEST_CASE("pipeline: a full placement queue drops unacked, then recovers", "[eng
     EngineConfig cfg;
     cfg.num_paths = 4;
     cfg.cc.init_cwnd = 128;   // 4 paths x 128 in flight against 64 placement records
+    cfg.rate_hints = false;   // no pacing or hint cap on the windows
     EngineConfig cb_cfg = cfg;
     cb_cfg.deferred_placement = true;
     cb_cfg.place_depth = 64;  // the minimum
