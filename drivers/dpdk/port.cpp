@@ -533,6 +533,19 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     return k;
 }
 
+rte_mbuf* DpdkPort::rx_take(uint16_t queue, size_t i, uint32_t* payload_off) noexcept {
+    RxQueue& rq = *rxq_[queue];
+    if (i >= rq.held) return nullptr;
+    rte_mbuf* m = rq.keep[i];
+    rq.keep[i] = nullptr;   // rte_pktmbuf_free_bulk skips NULL entries
+    if (m && payload_off) {
+        uint8_t vihl = 0;
+        const uint8_t* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, kEth, 1, &vihl));
+        *payload_off = uint32_t(kEth) + (p ? (*p & 0xfu) * 4u : uint32_t(kIp)) + uint32_t(kUdp);
+    }
+    return m;
+}
+
 void DpdkPort::rx_release(uint16_t queue) noexcept {
     RxQueue& rq = *rxq_[queue];
     if (rq.held) rte_pktmbuf_free_bulk(rq.keep.data(), rq.held);

@@ -52,6 +52,9 @@ public:
     }
     size_t tx_burst(TxPacket* out, size_t max, Time now) { return e_.tx_burst(out, max, now); }
     Time next_deadline(Time now) const { return e_.next_deadline(now); }
+    // Pipeline arrangement (PipelineLoop): the cookies survive the compaction above.
+    size_t take_place_jobs(PlaceJob* out, size_t max) { return e_.take_place_jobs(out, max); }
+    void placed(const uint32_t* tokens, size_t n, Time now) { e_.placed(tokens, n, now); }
     uint64_t dropped() const noexcept { return dropped_; }
 
 private:

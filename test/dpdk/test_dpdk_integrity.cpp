@@ -5,12 +5,17 @@
 // (integrity_workload.hpp) at 0, 1 and 10% injected receive loss. net_ring
 // loses nothing by itself, so the loss comes from LossyEngine. The ports
 // outlive the cases; every case starts from fresh engines, and its mbufs must
-// all be back in their pools at its end.
+// all be back in their pools at its end. Every case runs in both lcore
+// arrangements: run to completion (EngineLoop, one lcore) and pipeline
+// (PipelineLoop on lcore 0, both engines' payload copies on a placement
+// lcore, rte_rings between them; pipeline.hpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -20,7 +25,11 @@
 #include <rte_ethdev.h>
 #include <rte_ring.h>
 
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
 #include "integrity_workload.hpp"
+#include "mroce/dpdk/pipeline.hpp"
 
 using namespace mroce;
 using namespace mroce::dpdk;
@@ -39,7 +48,8 @@ struct Ports {
     Ports() {
         EalConfig ec;
         ec.program = "mroce-test-dpdk-integrity";
-        ec.args = {"-l", "0", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning"};
+        // Two lcores floating over the (at least) two CPUs CI has: lcore 1 is the placement stage.
+        ec.args = {"--lcores", "(0,1)@(0,1)", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning"};
         ec.file_prefix = fmt::format("mroce-test-integ-{}", ::getpid());
         eal_init(ec);
         ab = rte_ring_create("i_ab", kRing, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -90,17 +100,78 @@ struct CaseResult {
     uint64_t dropped = 0, retransmits = 0;
 };
 
-void run_case(double loss, uint64_t seed) {
+enum class Arrangement { run_to_completion, pipeline };
+
+// The placement lcore of the pipeline arrangement, serving both engines.
+struct PlacementLcore {
+    PlacementStage stage;
+    std::atomic<bool> stop{false};
+    unsigned lcore = RTE_MAX_LCORE;
+    explicit PlacementLcore(PlacementRings& a, PlacementRings& b) {
+        stage.add(a);
+        stage.add(b);
+        lcore = rte_get_next_lcore(-1, 1, 0);
+        REQUIRE(lcore < RTE_MAX_LCORE);
+        REQUIRE(rte_eal_remote_launch(
+                    [](void* arg) {
+                        auto* self = static_cast<PlacementLcore*>(arg);
+                        self->stage.run(self->stop);
+                        return 0;
+                    },
+                    this, lcore) == 0);
+    }
+    ~PlacementLcore() {
+        stop.store(true, std::memory_order_release);
+        rte_eal_wait_lcore(lcore);
+    }
+};
+
+template <class LoopA, class LoopB>
+void drive(double loss, uint64_t seed, Engine& ea, Engine& eb, LossyEngine& la, LossyEngine& lb, LoopA& loop_a,
+           LoopB& loop_b, const Workload& w, std::vector<uint8_t>* mem, const uint64_t* base, const PoolUsage* u0,
+           const std::function<uint64_t()>& outstanding);
+
+void run_case(double loss, uint64_t seed, Arrangement arr) {
     Ports& P = ports();
     const PoolUsage u0[2] = {P.p[0]->pool_usage(), P.p[1]->pool_usage()};
     // 4 streams x 200 messages: about 5 MB of payload in both directions (READs flow back).
     const Workload w = Workload::make(seed, 4, 200, 16u << 20);
     std::vector<uint8_t> mem[2] = {std::vector<uint8_t>(w.mem), std::vector<uint8_t>(w.mem)};
     const uint64_t base[2] = {uint64_t(uintptr_t(mem[0].data())), uint64_t(uintptr_t(mem[1].data()))};
-    const EngineConfig cfg = integrity_engine_config(4096);
+    EngineConfig cfg = integrity_engine_config(4096);
+    cfg.deferred_placement = arr == Arrangement::pipeline;
     Engine ea(cfg), eb(cfg);
     LossyEngine la(ea, loss, seed * 3 + 1), lb(eb, loss, seed * 5 + 2);
-    EngineLoop<LossyEngine> loop_a(*P.p[0], la), loop_b(*P.p[1], lb);
+    if (arr == Arrangement::run_to_completion) {
+        EngineLoop<LossyEngine> loop_a(*P.p[0], la), loop_b(*P.p[1], lb);
+        drive(loss, seed, ea, eb, la, lb, loop_a, loop_b, w, mem, base, u0, [] { return uint64_t(0); });
+        CHECK(ea.stats().place_jobs + eb.stats().place_jobs == 0);
+    } else {
+        PlacementRings ra("pl_a", cfg.place_depth), rb("pl_b", cfg.place_depth);
+        PipelineLoop<LossyEngine> loop_a(*P.p[0], la, ra), loop_b(*P.p[1], lb, rb);
+        uint64_t copies = 0;
+        {
+            PlacementLcore worker(ra, rb);
+            drive(loss, seed, ea, eb, la, lb, loop_a, loop_b, w, mem, base, u0,
+                  [&] { return loop_a.outstanding() + loop_b.outstanding(); });
+            copies = worker.stage.copies();
+        }
+        // Every copy went through the placement lcore and came back.
+        CHECK(eb.stats().place_jobs > 0);
+        CHECK(loop_a.jobs_sent() + loop_b.jobs_sent() == ea.stats().place_jobs + eb.stats().place_jobs);
+        CHECK(copies == loop_a.jobs_sent() + loop_b.jobs_sent());
+        CHECK(ea.place_outstanding() == 0);
+        CHECK(eb.place_outstanding() == 0);
+        CHECK(ea.stats().rx_place_full + eb.stats().rx_place_full == 0);
+        WARN(fmt::format("pipeline: {} copies on lcore {}", copies, rte_get_next_lcore(-1, 1, 0)));
+    }
+}
+
+template <class LoopA, class LoopB>
+void drive(double loss, uint64_t seed, Engine& ea, Engine& eb, LossyEngine& la, LossyEngine& lb, LoopA& loop_a,
+           LoopB& loop_b, const Workload& w, std::vector<uint8_t>* mem, const uint64_t* base, const PoolUsage* u0,
+           const std::function<uint64_t()>& outstanding) {
+    Ports& P = ports();
     IntegritySide a(ea, w, true, mem[0].data(), base[0], base[1], 0);
     IntegritySide b(eb, w, false, mem[1].data(), base[0], base[1], 0);
     // The requester uses its own key for B's region (see IntegritySide): true for fresh engines.
@@ -122,7 +193,9 @@ void run_case(double loss, uint64_t seed) {
     const auto settle = Clock::now() + std::chrono::milliseconds(300);
     while (Clock::now() < settle) pass();
     const auto drain_end = Clock::now() + std::chrono::seconds(5);
-    while ((P.p[0]->pool_usage() != u0[0] || P.p[1]->pool_usage() != u0[1]) && Clock::now() < drain_end) pass();
+    while ((P.p[0]->pool_usage() != u0[0] || P.p[1]->pool_usage() != u0[1] || outstanding() != 0) &&
+           Clock::now() < drain_end)
+        pass();
 
     ConnStats sa{}, sb{};
     ea.conn_stats(a.conn(), sa);
@@ -156,6 +229,21 @@ void run_case(double loss, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("dpdk integrity: all ops over net_ring, no loss", "[dpdk][integrity]") { run_case(0.0, 11); }
-TEST_CASE("dpdk integrity: all ops over net_ring, 1% loss", "[dpdk][integrity]") { run_case(0.01, 12); }
-TEST_CASE("dpdk integrity: all ops over net_ring, 10% loss", "[dpdk][integrity]") { run_case(0.10, 13); }
+TEST_CASE("dpdk integrity: all ops over net_ring, no loss", "[dpdk][integrity]") {
+    run_case(0.0, 11, Arrangement::run_to_completion);
+}
+TEST_CASE("dpdk integrity: all ops over net_ring, 1% loss", "[dpdk][integrity]") {
+    run_case(0.01, 12, Arrangement::run_to_completion);
+}
+TEST_CASE("dpdk integrity: all ops over net_ring, 10% loss", "[dpdk][integrity]") {
+    run_case(0.10, 13, Arrangement::run_to_completion);
+}
+TEST_CASE("dpdk integrity, pipeline lcores: all ops over net_ring, no loss", "[dpdk][integrity][pipeline]") {
+    run_case(0.0, 11, Arrangement::pipeline);
+}
+TEST_CASE("dpdk integrity, pipeline lcores: all ops over net_ring, 1% loss", "[dpdk][integrity][pipeline]") {
+    run_case(0.01, 12, Arrangement::pipeline);
+}
+TEST_CASE("dpdk integrity, pipeline lcores: all ops over net_ring, 10% loss", "[dpdk][integrity][pipeline]") {
+    run_case(0.10, 13, Arrangement::pipeline);
+}

@@ -171,6 +171,12 @@ public:
     // rx_release(queue) (or the next rx_burst on the queue, which releases first).
     size_t rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept;
     void rx_release(uint16_t queue) noexcept;
+    // Pipeline arrangement (deferred placement): takes datagram i of the last
+    // rx_burst(queue) out of what rx_release frees; the caller owns the mbuf
+    // (rte_pktmbuf_free). *payload_off = offset of the UDP payload in the
+    // frame, for reading the payload from the mbuf (chain) when out[i].data
+    // pointed into this queue's scratch, which the next rx_burst reuses.
+    rte_mbuf* rx_take(uint16_t queue, size_t i, uint32_t* payload_off) noexcept;
 
     // Every queue from one thread (one engine drives the whole port):
     // TX queue of a packet: connection control on queue 0, path p on p % tx_queues,
