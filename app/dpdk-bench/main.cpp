@@ -18,6 +18,9 @@
 //   engine  mroce itself: two Engines (max_payload = the payload size) on
 //           DpdkPort + EngineLoop, A streaming 1 MiB RDMA WRITEs to B; the
 //           figure counts completed WRITE bytes (goodput).
+//   pipeline as engine, but B in the pipeline arrangement (deferred
+//           placement, PipelineLoop): both engine loops on the main lcore,
+//           B's payload copies on the worker lcore over rte_rings (2 lcores only).
 // One lcore runs TX and RX in turn; two lcores run TX on a worker, RX on main.
 // --memif: the bare loop of net_memif instead, between two forked processes
 // (one lcore each: the client sends prebuilt frames, the server receives and
@@ -46,6 +49,7 @@
 #include <rte_ring.h>
 
 #include "mroce/dpdk/loop.hpp"
+#include "mroce/dpdk/pipeline.hpp"
 #include "mroce/dpdk/port.hpp"
 #include "mroce/engine.hpp"
 
@@ -236,6 +240,9 @@ struct EngineSide {
     std::unique_ptr<DpdkPort> port;
     std::unique_ptr<Engine> eng;
     std::unique_ptr<EngineLoop<Engine>> loop;
+    // Pipeline mode (receiver only): deferred placement, copies on a placement lcore.
+    std::unique_ptr<PlacementRings> rings;
+    std::unique_ptr<PipelineLoop<Engine>> ploop;
     std::vector<uint8_t> mem;
     uint32_t pd = 0, cq = 0, conn = 0;
     MrInfo mr;
@@ -280,8 +287,22 @@ struct EngineRun {
         }
         post_writes();
     }
-    void receiver_pass() { s[1].loop->step(s[1].loop->now()); }
+    void receiver_pass() {
+        if (s[1].ploop) s[1].ploop->step(s[1].ploop->now());
+        else s[1].loop->step(s[1].loop->now());
+    }
 };
+
+struct PlacementRun {
+    PlacementStage stage;
+    std::atomic<bool> stop{false};
+};
+
+int placement_lcore(void* arg) {
+    auto* p = static_cast<PlacementRun*>(arg);
+    p->stage.run(p->stop);
+    return 0;
+}
 
 int engine_tx_lcore(void* arg) {
     auto* r = static_cast<EngineRun*>(arg);
@@ -289,8 +310,12 @@ int engine_tx_lcore(void* arg) {
     return 0;
 }
 
-Result measure_engine(uint32_t payload, int lcores, double seconds, int idx) {
+// pipeline: B runs the pipeline arrangement, its payload copies on the worker
+// lcore; both engine loops share the main lcore (as with lcores == 1).
+Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, bool pipeline = false) {
     EngineRun r;
+    PlacementRun placement;
+    if (pipeline) lcores = 1;
     Pair pair = make_pair(idx);
     const uint16_t pid[2] = {pair.a, pair.b};
     const uint32_t ip[2] = {kIpA, kIpB};
@@ -300,7 +325,13 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx) {
         EngineConfig ec;
         ec.max_payload = uint16_t(payload);
         ec.rate_hints = false;   // the ceiling of the transport, not of a configured capacity
+        ec.deferred_placement = pipeline && i == 1;
         sd.eng = std::make_unique<Engine>(ec);
+        if (ec.deferred_placement) {
+            sd.rings = std::make_unique<PlacementRings>(fmt::format("b_pl{}", idx), sd.eng->config().place_depth);
+            sd.ploop = std::make_unique<PipelineLoop<Engine>>(*sd.port, *sd.eng, *sd.rings);
+            placement.stage.add(*sd.rings);
+        }
         sd.loop = std::make_unique<EngineLoop<Engine>>(*sd.port, *sd.eng);
         sd.mem.assign(size_t(EngineRun::kDepth) * EngineRun::kMsg, uint8_t(i));
         sd.pd = sd.eng->alloc_pd();
@@ -328,6 +359,11 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx) {
     if (lcores == 2) {
         if (worker >= RTE_MAX_LCORE) throw DpdkError("two-lcore run needs a worker lcore (EAL -l 0,1)");
         if (int rc = rte_eal_remote_launch(engine_tx_lcore, &r, worker); rc != 0)
+            throw DpdkError(fmt::format("rte_eal_remote_launch: {}", rte_strerror(-rc)));
+    }
+    if (pipeline) {
+        if (worker >= RTE_MAX_LCORE) throw DpdkError("pipeline run needs a placement lcore (EAL -l 0,1)");
+        if (int rc = rte_eal_remote_launch(placement_lcore, &placement, worker); rc != 0)
             throw DpdkError(fmt::format("rte_eal_remote_launch: {}", rte_strerror(-rc)));
     }
     auto pass = [&] {
@@ -360,9 +396,15 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx) {
         r.s[0].eng->poll_cq(r.s[0].cq, c, 32);
         r.receiver_pass();
     }
+    if (pipeline) {
+        placement.stop = true;
+        rte_eal_wait_lcore(worker);
+    }
     res.pkts = b1.rx_packets - b0.rx_packets;   // all packets B received (data), for Mpps
     res.goodput_bytes = goodput_bytes;
     for (auto& sd : r.s) {
+        sd.ploop.reset();
+        sd.rings.reset();
         sd.loop.reset();
         sd.eng.reset();
     }
@@ -514,7 +556,7 @@ int run_memif(const Opts& o) {
 
 void usage() {
     std::puts(
-        "usage: mroce-dpdk-bench [--mode plain,copy,drvtx,driver,engine] [--payload 64,4096] [--lcores 1,2]\n"
+        "usage: mroce-dpdk-bench [--mode plain,copy,drvtx,driver,engine,pipeline] [--payload 64,4096] [--lcores 1,2]\n"
         "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [--cache N] [-- EAL args]\n"
         "       mroce-dpdk-bench --memif [--payload 64,4096] [--seconds S] [--burst N] [--mem MB]\n"
         "Default EAL args: -l 0,1 --no-huge --no-pci -m <mem> --file-prefix mroce-bench-<pid>");
@@ -594,12 +636,14 @@ int main(int argc, char** argv) {
 
         int idx = 0;
         for (const auto& mode : o.modes) {
-            if (mode != "plain" && mode != "copy" && mode != "drvtx" && mode != "driver" && mode != "engine")
-                throw DpdkError("unknown mode " + mode + " (plain, copy, drvtx, driver, engine)");
+            if (mode != "plain" && mode != "copy" && mode != "drvtx" && mode != "driver" && mode != "engine" &&
+                mode != "pipeline")
+                throw DpdkError("unknown mode " + mode + " (plain, copy, drvtx, driver, engine, pipeline)");
             for (uint32_t payload : o.payloads) {
                 for (int lc : o.lcores) {
-                    if (mode == "engine") {
-                        const Result res = measure_engine(payload, lc, o.seconds, idx++);
+                    if (mode == "pipeline" && lc != 2) continue;   // engine lcore + placement lcore
+                    if (mode == "engine" || mode == "pipeline") {
+                        const Result res = measure_engine(payload, lc, o.seconds, idx++, mode == "pipeline");
                         const double pps = double(res.pkts) / res.secs;
                         const double gbps = double(res.goodput_bytes) * 8 / res.secs / 1e9;
                         fmt::print("{:<7} {:>6} {:>7} {:>10.3f} {:>12.2f} {:>12.2f}   (pay = WRITE goodput; "
