@@ -22,6 +22,7 @@ void TokenBucket::set_rate_kbps(uint32_t kbps, Time now) noexcept {
     tokens_ = tokens_at(now);
     last_ = now;
     rate_kbps_ = kbps;
+    burst_ = uint32_t(std::clamp(bytes_per_ns(kbps) * double(kBurstTime), double(min_burst_), 4294967295.0));
 }
 
 bool TokenBucket::allow(Time now, uint32_t bytes) const noexcept {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
 //
-// FairShare (R-HINT-4) on its own: the water-filling, without a fabric.
+// FairShare (R-HINT-4) and TokenBucket (R-HINT-5) on their own, without a fabric.
 #include <catch2/catch.hpp>
 
 #include "mroce/cc.hpp"
@@ -58,4 +58,22 @@ TEST_CASE("a demand-limited sender beside an unlimited one keeps its grant of tw
     }
     CHECK(fs.hint_kbps(a) == Approx(2'000'000).epsilon(0.01));
     CHECK(fs.hint_kbps(b) == Approx(98'000'000).epsilon(0.01));
+}
+
+TEST_CASE("the pacer's burst is 64 KiB or 20 us of the hint, whichever is more (R-HINT-5)", "[cc][hint]") {
+    TokenBucket tb;
+    Time t = 1'000'000;
+    tb.set_rate_kbps(1'000'000, t);  // 1 Gbit/s: 20 us is 2.5 KB, the floor holds
+    CHECK(tb.burst_bytes() == 64 * 1024);
+    tb.set_rate_kbps(100'000'000, t);  // 100 Gbit/s: 20 us is 250 KB
+    CHECK(tb.burst_bytes() == 250'000);
+    // After a long idle pass the whole burst may leave back to back, 60 packets of
+    // 4168 B (fifteen per path on four paths: full UDP GSO trains), not 16.
+    t += 1'000'000;
+    int sent = 0;
+    while (tb.allow(t, 4168) && sent < 1000) {
+        tb.consume(t, 4168);
+        ++sent;
+    }
+    CHECK(sent >= 60);
 }
