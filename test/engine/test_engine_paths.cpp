@@ -29,7 +29,9 @@ struct Pair {
     std::unique_ptr<Engine> a, b;
     std::unique_ptr<PairLink> link;
     uint32_t pda = 0, pdb = 0, cqa = 0, cqb = 0, ca = 0, cb = 0;
-    explicit Pair(EngineConfig c = {}) : cfg(c) {
+    // pipeline: both engines with deferred placement, copies on worker threads.
+    explicit Pair(EngineConfig c = {}, bool pipeline = false) : cfg(c) {
+        cfg.deferred_placement = pipeline;
         a = std::make_unique<Engine>(cfg);
         b = std::make_unique<Engine>(cfg);
         pda = a->alloc_pd();
@@ -37,6 +39,11 @@ struct Pair {
         REQUIRE(a->create_cq(4096, cqa) == Status::ok);
         REQUIRE(b->create_cq(4096, cqb) == Status::ok);
         link = std::make_unique<PairLink>(*a, *b);
+        if (pipeline) {
+            link->enable_pipeline(0);
+            link->enable_pipeline(1);
+            link->place_latency = 1000;
+        }
         REQUIRE(mroce::test::connect_pair(*link, ca, cb));
     }
     void stream(uint32_t id) {
@@ -168,7 +175,9 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
 TEST_CASE("protection violations are NAKed and write nothing", "[engine][protection]") {
     enum Case { bad_rkey, stale_rkey, wrong_pd, out_of_range, no_write, no_read, no_atomic };
     const Case kase = GENERATE(bad_rkey, stale_rkey, wrong_pd, out_of_range, no_write, no_read, no_atomic);
-    Pair p;
+    const bool pipeline = GENERATE(false, true);  // both arrangements (doc/architecture.md 4)
+    INFO("pipeline " << pipeline);
+    Pair p({}, pipeline);
     p.stream(9);
     std::vector<uint8_t> src(8192, 0xab);
     MrInfo ms;
@@ -236,6 +245,7 @@ TEST_CASE("protection violations are NAKed and write nothing", "[engine][protect
     ConnStats sa;
     REQUIRE(p.a->conn_stats(p.ca, sa) == Status::ok);
     CHECK(sa.naks_received >= 1);
+    p.link->finish_placements(true);  // no copy may outlive the buffers above
 }
 
 TEST_CASE("message sizes: 0 bytes, one byte past a segment, 1 GiB", "[engine][large]") {
@@ -283,10 +293,11 @@ TEST_CASE("message sizes: 0 bytes, one byte past a segment, 1 GiB", "[engine][la
 TEST_CASE("a lost NAK still fails the request with its cause", "[engine][protection][nak]") {
     const int naks_to_drop = GENERATE(1, 3);
     const OpKind op = GENERATE(OpKind::write, OpKind::read, OpKind::atomic_fadd);
-    INFO("op " << int(op) << ", NAKs dropped " << naks_to_drop);
+    const bool pipeline = GENERATE(false, true);  // both arrangements (doc/architecture.md 4)
+    INFO("op " << int(op) << ", NAKs dropped " << naks_to_drop << ", pipeline " << pipeline);
     EngineConfig cfg;
     cfg.num_paths = 4;
-    Pair p(cfg);
+    Pair p(cfg, pipeline);
     p.stream(9);
     p.stream(10);
     std::vector<uint8_t> src(16384, 0xab);
@@ -341,4 +352,6 @@ TEST_CASE("a lost NAK still fails the request with its cause", "[engine][protect
         CHECK(ps.state == PathStateKind::active);
         CHECK(ps.inflight == 0);
     }
+    p.link->finish_placements(true);  // no copy may outlive the buffers above
+    CHECK(p.a->place_outstanding() + p.b->place_outstanding() == 0);
 }
