@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -22,7 +23,11 @@
 #include <fmt/format.h>
 #include <rte_ethdev.h>
 
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
 #include "integrity_workload.hpp"
+#include "mroce/dpdk/pipeline.hpp"
 
 namespace mroce::test {
 
@@ -48,7 +53,15 @@ struct ProcSide {
     // for our UDP port in a namespace with addresses): drops of non-IPv4 and
     // non-UDP frames are expected then; anything else dropped is a fault.
     bool kernel_link = false;
+    // Pipeline arrangement: deferred placement, PipelineLoop on the main
+    // lcore, the copies on the next EAL lcore (eal_args must give one).
+    bool pipeline = false;
 };
+
+template <class Loop, class Outstanding>
+int run_proc_loop(const ProcSide& ps, Engine& eng, LossyEngine& lossy, dpdk::DpdkPort& dp, Loop& loop,
+                  const dpdk::PoolUsage& u0, std::chrono::steady_clock::time_point deadline,
+                  Outstanding&& outstanding);
 
 // Child body: returns the exit code and prints why on failure.
 inline int run_proc_side(const ProcSide& ps) {
@@ -81,6 +94,8 @@ inline int run_proc_side(const ProcSide& ps) {
         c.tx_max_l3 = ps.tx_max_l3;
         const dpdk::PoolConfig need = dpdk::DpdkPort::min_pools(c);
         c.pools.rx_mbufs = need.rx_mbufs * ps.rx_mbuf_factor;
+        // Pipeline: up to place_depth received mbufs wait for their copy.
+        if (ps.pipeline) c.pools.rx_mbufs += EngineConfig{}.place_depth * ps.rx_mbuf_factor;
         c.pools.hdr_mbufs = need.hdr_mbufs;
         c.pools.ext_mbufs = need.ext_mbufs;
         if (ps.rx_data_room) c.pools.rx_data_room = ps.rx_data_room;
@@ -94,11 +109,60 @@ inline int run_proc_side(const ProcSide& ps) {
         } while (!link.link_status);
         const dpdk::PoolUsage u0 = dp.pool_usage();
 
-        const Workload& w = *ps.w;
-        const EngineConfig cfg = integrity_engine_config(ps.max_payload);
+        EngineConfig cfg = integrity_engine_config(ps.max_payload);
+        cfg.deferred_placement = ps.pipeline;
         Engine eng(cfg);
         LossyEngine lossy(eng, ps.loss, ps.seed * (ps.requester ? 3 : 5) + 1);
-        dpdk::EngineLoop<LossyEngine> loop(dp, lossy);
+        if (!ps.pipeline) {
+            dpdk::EngineLoop<LossyEngine> loop(dp, lossy);
+            return run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [] { return uint64_t(0); });
+        }
+        dpdk::PlacementRings rings("proc_pl", eng.config().place_depth);
+        dpdk::PipelineLoop<LossyEngine> loop(dp, lossy, rings);
+        struct Placement {
+            dpdk::PlacementStage stage;
+            std::atomic<bool> stop{false};
+        } pl;
+        pl.stage.add(rings);
+        const unsigned lc = rte_get_next_lcore(-1, 1, 0);
+        if (lc >= RTE_MAX_LCORE) throw dpdk::DpdkError("pipeline needs a second EAL lcore");
+        if (rte_eal_remote_launch(
+                [](void* arg) {
+                    auto* p = static_cast<Placement*>(arg);
+                    p->stage.run(p->stop);
+                    return 0;
+                },
+                &pl, lc) != 0)
+            throw dpdk::DpdkError("rte_eal_remote_launch failed");
+        const int rc = run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [&] { return loop.outstanding(); });
+        pl.stop.store(true, std::memory_order_release);
+        rte_eal_wait_lcore(lc);
+        if (rc != 0) return rc;
+        std::printf("%s: pipeline: %llu copies on lcore %u\n", who, (unsigned long long)pl.stage.copies(), lc);
+        if (pl.stage.copies() != loop.jobs_sent() || eng.stats().place_jobs != loop.jobs_sent() ||
+            eng.place_outstanding() != 0 || (!ps.requester && pl.stage.copies() == 0)) {
+            std::fprintf(stderr, "%s: placement: %llu copies, %llu jobs sent, %llu made, %zu outstanding\n", who,
+                         (unsigned long long)pl.stage.copies(), (unsigned long long)loop.jobs_sent(),
+                         (unsigned long long)eng.stats().place_jobs, eng.place_outstanding());
+            return 9;
+        }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", who, e.what());
+        return 2;
+    }
+}
+
+// The workload over one loop (EngineLoop or PipelineLoop); outstanding() =
+// copies still on the placement rings.
+template <class Loop, class Outstanding>
+int run_proc_loop(const ProcSide& ps, Engine& eng, LossyEngine& lossy, dpdk::DpdkPort& dp, Loop& loop,
+                  const dpdk::PoolUsage& u0, std::chrono::steady_clock::time_point deadline,
+                  Outstanding&& outstanding) {
+    using Clock = std::chrono::steady_clock;
+    const char* who = ps.name.c_str();
+    const Workload& w = *ps.w;
+    {
         const uint64_t base_a = uint64_t(uintptr_t(ps.mem_a)), base_b = uint64_t(uintptr_t(ps.mem_b));
         IntegritySide side(eng, w, ps.requester, ps.requester ? ps.mem_a : ps.mem_b, base_a, base_b, 0);
         side.start();
@@ -114,6 +178,8 @@ inline int run_proc_side(const ProcSide& ps) {
         // completion now is a duplicate and fails verify().
         const auto linger = Clock::now() + std::chrono::milliseconds(600);
         while (Clock::now() < linger) pass();
+        const auto drain = Clock::now() + std::chrono::seconds(2);
+        while (outstanding() != 0 && Clock::now() < drain) pass();
 
         ConnStats cs{};
         eng.conn_stats(side.conn(), cs);
@@ -156,9 +222,6 @@ inline int run_proc_side(const ProcSide& ps) {
             return 4;
         }
         return 0;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: %s\n", who, e.what());
-        return 2;
     }
 }
 

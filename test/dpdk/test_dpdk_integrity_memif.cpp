@@ -5,7 +5,9 @@
 // processes over net_memif, at 0, 1 and 10% injected receive loss. memif
 // connects two processes only, so each case forks a server (the responder)
 // and a client (the requester), each with its own EAL; the test process
-// itself never initialises the EAL.
+// itself never initialises the EAL. Every case runs in both lcore
+// arrangements: run to completion (one lcore per process) and pipeline
+// (each process: PipelineLoop on its main lcore, copies on a second lcore).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -26,7 +28,7 @@ constexpr uint32_t kIpServer = 0x0a000101, kIpClient = 0x0a000102;
 constexpr const char* kMacServer = "02:00:00:00:01:01";
 constexpr const char* kMacClient = "02:00:00:00:01:02";
 
-void run_memif(double loss, uint64_t seed) {
+void run_memif(double loss, uint64_t seed, bool pipeline) {
     const Workload w = Workload::make(seed, 4, 200, 16u << 20);
     SharedLayout mem(w.mem);
     REQUIRE(mem.ok());
@@ -43,8 +45,10 @@ void run_memif(double loss, uint64_t seed) {
         // by the server's RX with slots past the ring head: stale frames replayed
         // by the million, garbage, and eventually a crash. With the default 2 KiB
         // buffers and mixed frame sizes this happens within a second.
-        // One CPU each: both busy-poll.
-        ps.eal_args = {"-l", server ? "0" : "1", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning",
+        // One CPU each: both busy-poll. Pipeline: a placement lcore beside
+        // each engine lcore, all four floating over the two CPUs.
+        const std::string lcores = pipeline ? "(0,1)@(0,1)" : (server ? "0" : "1");
+        ps.eal_args = {pipeline ? "--lcores" : "-l", lcores, "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning",
                        fmt::format("--vdev=net_memif0,role={},id=0,socket={},socket-abstract=no,mac={},bsize=8192",
                                    server ? "server" : "client", sock, server ? kMacServer : kMacClient)};
         ps.file_prefix = fmt::format("mroce-test-imemif-{}-{}-{}", server ? "s" : "c", ::getpid(), seed);
@@ -62,6 +66,7 @@ void run_memif(double loss, uint64_t seed) {
         ps.mem_a = mem.a;
         ps.mem_b = mem.b;
         ps.seconds = 40;
+        ps.pipeline = pipeline;
         return ps;
     };
     const pid_t srv = fork_side(side(true));
@@ -74,7 +79,7 @@ void run_memif(double loss, uint64_t seed) {
     const auto [rs, rc] = wait_pair(srv, cli, 50);
     ::unlink(sock.c_str());
     REQUIRE(cli > 0);
-    INFO("loss " << loss << " seed " << seed << " (children print their reports above)");
+    INFO("loss " << loss << " seed " << seed << " pipeline " << pipeline << " (children print their reports above)");
     CHECK(rs == 0);
     CHECK(rc == 0);
 }
@@ -82,11 +87,23 @@ void run_memif(double loss, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("dpdk integrity: all ops over net_memif (two processes), no loss", "[dpdk][memif][integrity]") {
-    run_memif(0.0, 21);
+    run_memif(0.0, 21, false);
 }
 TEST_CASE("dpdk integrity: all ops over net_memif (two processes), 1% loss", "[dpdk][memif][integrity]") {
-    run_memif(0.01, 22);
+    run_memif(0.01, 22, false);
 }
 TEST_CASE("dpdk integrity: all ops over net_memif (two processes), 10% loss", "[dpdk][memif][integrity]") {
-    run_memif(0.10, 23);
+    run_memif(0.10, 23, false);
+}
+TEST_CASE("dpdk integrity, pipeline lcores: all ops over net_memif (two processes), no loss",
+          "[dpdk][memif][integrity][pipeline]") {
+    run_memif(0.0, 21, true);
+}
+TEST_CASE("dpdk integrity, pipeline lcores: all ops over net_memif (two processes), 1% loss",
+          "[dpdk][memif][integrity][pipeline]") {
+    run_memif(0.01, 22, true);
+}
+TEST_CASE("dpdk integrity, pipeline lcores: all ops over net_memif (two processes), 10% loss",
+          "[dpdk][memif][integrity][pipeline]") {
+    run_memif(0.10, 23, true);
 }

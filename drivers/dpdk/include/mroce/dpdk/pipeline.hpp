@@ -11,7 +11,9 @@
 // of rx_release until the placement lcore has copied from it (straight from
 // the mbuf chain into its final place: one copy) and freed it.
 //
-// Header-only and templated on the engine like EngineLoop.
+// Size the port's RX pool for it: up to place_depth received mbufs wait for
+// their copy beyond what the RX ring holds. Header-only and templated on the
+// engine like EngineLoop.
 #pragma once
 
 #include <atomic>
