@@ -5,6 +5,7 @@
 // connection state machine (doc/spec.md R-CONN-*, R-STREAM-*, R-CMPL-*).
 // The receive path is in rx.cpp, the transmit path and timers in tx.cpp.
 #include <algorithm>
+#include <bit>
 
 #include "engine_impl.hpp"
 
@@ -255,7 +256,9 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uin
     s.recv_cq = recv_cq;
     s.sq.resize(cfg.stream_depth);
     s.rq.resize(cfg.recv_depth);
-    s.rx.resize(cfg.stream_depth);
+    s.depth = cfg.stream_depth;
+    s.rx.resize(std::bit_ceil(cfg.stream_depth));
+    s.rx_mask = uint32_t(s.rx.size() - 1);
     s.resp.resize(cfg.stream_depth);
     s.sq_limit = c->peer_depth ? std::min<uint32_t>(cfg.stream_depth, c->peer_depth) : cfg.stream_depth;
     c->streams.push_back(std::move(s));

@@ -151,7 +151,9 @@ struct Stream {
     std::vector<RecvWqe> rq;     // recv_depth slots, recv_seq % depth
     uint32_t rq_posted = 0;      // receives posted (next recv_seq to post)
     uint32_t rq_done = 0;        // receives completed
-    std::vector<RxMsg> rx;       // stream_depth slots, msg_seq % depth
+    std::vector<RxMsg> rx;       // bit_ceil(stream_depth) slots, msg_seq & rx_mask (no division per packet)
+    uint32_t rx_mask = 0;
+    uint32_t depth = 0;          // stream_depth: messages accepted beyond rx_next (R-STREAM-5)
     uint32_t rx_next = 0;        // next msg_seq to complete in order
     std::vector<RespJob> resp;   // stream_depth slots, msg_seq % depth
     uint32_t last_nak_msg = 0;   // R-NAK-7: one stream_error NAK per message
@@ -298,6 +300,8 @@ struct Engine::Impl {
     uint32_t pend_head = 0, pend_tail = 0;
     uint32_t job_head = 0, job_tail = 0;
     const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing
+    // Decoded into in place by rx_one: a Packet on the stack would be zeroed per packet.
+    wire::Packet rx_pk;
 
     explicit Impl(const EngineConfig& c);
     ~Impl();
@@ -324,7 +328,8 @@ struct Engine::Impl {
     // defer == nullptr: copy inline. Otherwise a payload copy is described in
     // *defer and Placed::deferred returned; its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
-    void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now);
+    // Inlined into rx_data: a call per packet costs more than its body.
+    [[gnu::always_inline]] inline void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now);
     void finish_pend(const PendRec& r, Time now);
     void request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq);
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);

@@ -38,21 +38,6 @@ Status MrTable::remove(uint32_t key) {
     return Status::ok;
 }
 
-bool MrTable::check_remote(uint32_t rkey, uint32_t pd, uint32_t need, uint64_t addr, uint64_t len,
-                           uint8_t** dst, wire::Syndrome& syn) const noexcept {
-    const Region* r = find(rkey);
-    if (!r) { syn = wire::Syndrome::rkey_invalid; return false; }
-    if (r->pd != pd) { syn = wire::Syndrome::pd_mismatch; return false; }
-    if ((r->access & need) != need) { syn = wire::Syndrome::access_denied; return false; }
-    const uint64_t base = reinterpret_cast<uintptr_t>(r->addr);
-    if (addr < base || len > r->length || addr - base > r->length - len) {
-        syn = wire::Syndrome::out_of_range;
-        return false;
-    }
-    *dst = r->addr + (addr - base);
-    return true;
-}
-
 uint8_t* MrTable::check_local(uint32_t lkey, uint64_t addr, uint64_t len, bool need_write) const noexcept {
     const Region* r = find(lkey);
     if (!r) return nullptr;

@@ -36,7 +36,7 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     ++st.rx_packets;
-    wire::Packet pk;
+    wire::Packet& pk = rx_pk;
     const wire::DecodeError e = wire::decode({rp.data, rp.len}, pk);
     if (e != wire::DecodeError::ok) {
         // R-ERR-1: undecodable datagrams are dropped and counted by cause.
@@ -348,7 +348,7 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
     if (r.kind != PendKind::ack_only && r.stream_idx < c.streams.size()) {
         Stream& s = c.streams[r.stream_idx];
         if (r.kind == PendKind::rx_msg) {
-            RxMsg& m = s.rx[r.msg_seq % s.rx.size()];
+            RxMsg& m = s.rx[r.msg_seq & s.rx_mask];
             if (m.active && m.msg_seq == r.msg_seq && !m.complete) {
                 m.bytes += r.plen;
                 if (m.bytes >= m.msg_len) m.complete = true;  // R-CMPL-1
@@ -396,7 +396,7 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
         nak(c, d, s->failed_syndrome);
         return true;
     }
-    const RxMsg& m = s->rx[d.msg_seq % s->rx.size()];
+    const RxMsg& m = s->rx[d.msg_seq & s->rx_mask];
     if (m.active && m.msg_seq == d.msg_seq && m.complete && m.status != WcStatus::success) {
         nak(c, d, m.syndrome);
         return true;
@@ -456,8 +456,8 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         return Placed::ok;
     }
     if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
-    if (d.msg_seq - s.rx_next >= s.rx.size()) return Placed::stale;  // R-STREAM-5: beyond stream_depth
-    RxMsg& m = s.rx[d.msg_seq % s.rx.size()];
+    if (d.msg_seq - s.rx_next >= s.depth) return Placed::stale;  // R-STREAM-5: beyond stream_depth
+    RxMsg& m = s.rx[d.msg_seq & s.rx_mask];
     if (!m.active) {
         m = RxMsg{};
         m.active = true;
@@ -557,7 +557,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
 // R-CMPL-3: receive completions, READ execution and atomics happen in stream order.
 void Engine::Impl::advance_rx(Conn& c, Stream& s, uint32_t sidx) {
     while (!s.error) {
-        RxMsg& m = s.rx[s.rx_next % s.rx.size()];
+        RxMsg& m = s.rx[s.rx_next & s.rx_mask];
         if (!m.active || m.msg_seq != s.rx_next || !m.complete) break;
         request_done(c, s, sidx, m, s.rx_next);
         m.active = false;
@@ -674,7 +674,7 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
             }
         }
     }
-    advance_csn_una(c);
+    // The caller (rx_ack) advances csn_una once per ACK, not once per packet.
 }
 
 void Engine::Impl::advance_csn_una(Conn& c) {
@@ -810,6 +810,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         }
     }
     advance_una(p);
+    advance_csn_una(c);  // once per ACK for every CSN it delivered
     if (newly) {
         p.consecutive_timeouts = 0;
         if (a.ts_echo) {
