@@ -27,6 +27,8 @@ done
 command -v iperf3 >/dev/null || { echo "bench-udp: iperf3 not installed" >&2; exit 1; }
 
 read -r CPU_S CPU_C <<<"${PIN:-x x}"
+CEIL_PIN=()
+[[ -z $PIN ]] && CEIL_PIN=(--no-pin)  # udp-ceiling pins its pair to cpu0/cpu1 unless told not to
 on() {  # on <cpu|x> cmd...: pinned unless PIN is empty
   local c=$1; shift
   if [[ $c == x ]]; then "$@"; else taskset -c "$c" "$@"; fi
@@ -46,7 +48,7 @@ iperf() {
 }
 
 ceiling() {  # ceiling <variant>: rx Gbit/s at 4 KiB datagrams
-  "$CEIL" --mode bw --variant "$1" --size 4096 --seconds "$SECS" --port "$(port)" 2>&1 |
+  "$CEIL" "${CEIL_PIN[@]}" --mode bw --variant "$1" --size 4096 --seconds "$SECS" --port "$(port)" 2>&1 |
     sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1
 }
 
@@ -77,7 +79,7 @@ perf_lat() {
 pingpong() {  # pingpong raw|driver: "p50 p99" in us
   local v=()
   [[ $1 == driver ]] && v=(--variant driver --spin-us 1000) || v=(--spin)
-  "$CEIL" --mode lat "${v[@]}" --iters 20000 --port "$(port)" 2>&1 |
+  "$CEIL" "${CEIL_PIN[@]}" --mode lat "${v[@]}" --iters 20000 --port "$(port)" 2>&1 |
     sed -n 's/.*p50 *\([0-9.]*\) *p99 *\([0-9.]*\).*/\1 \2/p' | head -1
 }
 

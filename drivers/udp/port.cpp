@@ -499,12 +499,14 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
     rx_desc_n_ = rx_desc_pos_ = 0;
     rx_seg_off_ = 0;
 
-    // Peers send everything to the listen socket (the path sockets only send), so it is
-    // read on every call without asking epoll first: while traffic flows a pass costs one
-    // recvmmsg, not an epoll_wait as well. The path sockets (stray datagrams, ICMP errors)
-    // are looked at through epoll every 64th call, and by wait() before blocking.
-    if ((++rx_calls_ & 63) == 0) wait(0);
-    add_ready(0);
+    // mroce peers send everything to the listen socket, so while it yields packets it is
+    // read again without asking epoll first (a pass costs one recvmmsg, not an epoll_wait
+    // as well); other sockets are still looked at through epoll every 16th call. Once the
+    // listen socket comes up empty, epoll decides again (replies to a path port, as raw
+    // UDP peers send them, are found at once).
+    if (listen_hot_ && (++rx_calls_ & 15) != 0) add_ready(0);
+    else if (ready_.empty() || (++rx_calls_ & 15) == 0) wait(0);
+    listen_hot_ = false;
     size_t bufs = 0, produced = 0;
     size_t kept = 0;
     const size_t nready = ready_.size();
@@ -520,6 +522,7 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
         }
         const size_t before = produced;
         const size_t got = recv_sock(si, bufs, vlen, produced);
+        if (si == 0 && got) listen_hot_ = true;
         bufs += got;
         if (got) segs_hint_ = std::max<size_t>(1, (produced - before) / got);
         if (got == vlen) ready_[kept++] = si;

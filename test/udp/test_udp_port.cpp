@@ -443,6 +443,29 @@ TEST_CASE("udp: oversized datagrams are dropped and counted, later ones still de
     CHECK(p.b->stats().rx_packets == 2);
 }
 
+TEST_CASE("udp: a datagram at a path port is found within a few calls after listen-socket traffic", "[udp]") {
+    // recv_burst skips epoll while the listen socket yields packets; once it comes up
+    // empty epoll must decide again, or a reply sent to a path port (raw UDP peers, the
+    // udp-ceiling ping-pong) waits for the periodic epoll look: 64 calls before the fix.
+    UdpConfig cb;
+    cb.open_paths = 1;
+    Pair p = make_pair({}, cb);
+    RawSock raw;
+    const uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+    raw.send_to(p.b->config().listen_port, a, sizeof a);
+    REQUIRE(receive(*p.b, 1).size() == 1);
+    raw.send_to(p.b->path_port(0), b, sizeof b);
+    RxPacket rx[64];
+    size_t got = 0, calls = 0;
+    while (got == 0 && calls < 4) {
+        got = p.b->recv_burst(rx, 64);
+        ++calls;
+    }
+    REQUIRE(got == 1);
+    CHECK(rx[0].local_path == 0);
+    CHECK(std::memcmp(rx[0].data, b, sizeof b) == 0);
+}
+
 TEST_CASE("udp: packets that cannot be sent are counted and reported as unsent", "[udp]") {
     Pair p = make_pair();
     UdpPort& a = *p.a;

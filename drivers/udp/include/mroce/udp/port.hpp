@@ -198,6 +198,7 @@ private:
     std::vector<uint32_t> ready_;        // socket indices known readable
     std::vector<uint8_t> in_ready_;      // per socket: already listed in ready_
     uint32_t rx_calls_ = 0;
+    bool listen_hot_ = false;            // the listen socket gave packets last call: skip epoll
     size_t segs_hint_ = 1;               // packets per buffer in the last receive (GRO)
     std::vector<epoll_event> ep_events_;
 };
