@@ -328,6 +328,8 @@ struct Engine::Impl {
     // defer == nullptr: copy inline. Otherwise a payload copy is described in
     // *defer and Placed::deferred returned; its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
+    [[gnu::noinline]] Placed fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
+                                      wire::Syndrome syn, WcStatus st_local);
     // Inlined into rx_data: a call per packet costs more than its body.
     [[gnu::always_inline]] inline void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now);
     void finish_pend(const PendRec& r, Time now);

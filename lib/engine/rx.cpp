@@ -471,18 +471,9 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         return Placed::stale;
     }
     if (m.complete) return Placed::ok;  // an errored message: the rest of it is dropped
-    // The packet that fails a message is refused, not acked (R-NAK-1).
-    auto fail = [&](Syndrome syn, WcStatus st_local) {
-        if (!m.nak_sent) {
-            nak(c, d, syn);
-            m.nak_sent = true;
-        }
-        m.status = st_local;
-        m.syndrome = syn;
-        m.complete = true;
-        if (m.msg_seq == s.rx_next) advance_rx(c, s, sidx);
-        return Placed::refused;
-    };
+    // The packet that fails a message is refused, not acked (R-NAK-1). (A
+    // member, not a capturing lambda: building the closure cost every packet.)
+    auto fail = [&](Syndrome syn, WcStatus st_local) { return fail_msg(c, s, sidx, m, d, syn, st_local); };
     if (m.opcode != d.opcode || m.msg_len != d.msg_len || m.recv_seq != d.recv_seq) {
         return fail(Syndrome::invalid_request, WcStatus::rem_inv_req_err);  // R-DATA-7: segments disagree
     }
@@ -552,6 +543,19 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     }
     if (m.complete && m.msg_seq == s.rx_next) advance_rx(c, s, sidx);
     return Placed::ok;
+}
+
+Engine::Impl::Placed Engine::Impl::fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
+                                            Syndrome syn, WcStatus st_local) {
+    if (!m.nak_sent) {
+        nak(c, d, syn);
+        m.nak_sent = true;
+    }
+    m.status = st_local;
+    m.syndrome = syn;
+    m.complete = true;
+    if (m.msg_seq == s.rx_next) advance_rx(c, s, sidx);
+    return Placed::refused;
 }
 
 // R-CMPL-3: receive completions, READ execution and atomics happen in stream order.

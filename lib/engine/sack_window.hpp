@@ -112,9 +112,14 @@ public:
     }
     // Records a CSN that classify() called fresh.
     void mark(uint32_t csn) noexcept {
-        const uint32_t i = csn & mask_;
-        bits_[i >> 6] |= 1ull << (i & 63);
-        // Fold the contiguous prefix into cum_ and clear its bits for reuse.
+        if (csn != cum_) {
+            // Above cum_: just recorded (cum_'s own bit is never set, so nothing folds).
+            const uint32_t i = csn & mask_;
+            bits_[i >> 6] |= 1ull << (i & 63);
+            return;
+        }
+        ++cum_;  // the in-order case: never set, so nothing to clear
+        // Fold the contiguous prefix recorded above it into cum_ and clear its bits for reuse.
         while (true) {
             const uint32_t j = cum_ & mask_;
             uint64_t& x = bits_[j >> 6];
