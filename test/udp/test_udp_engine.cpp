@@ -141,7 +141,9 @@ TEST_CASE("udp+engine: connect and WRITE both ways over 4 paths on loopback", "[
         for (uint16_t p = 0; p < 4; ++p) {
             PathStats ps;
             REQUIRE(s->eng.path_stats(s->conn, p, ps) == Status::ok);
-            paths_used += ps.tx_packets > 10;
+            // Every path carries data; how much each gets follows its RTT,
+            // which on a loaded loopback is noise (R-SCHED-2).
+            paths_used += ps.tx_packets > 0;
         }
         CHECK(paths_used == 4);
     }
