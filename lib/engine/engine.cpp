@@ -133,13 +133,6 @@ size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
 
 // ---------------- connections ----------------
 
-Conn* Engine::Impl::conn(uint32_t id) const {
-    const uint32_t idx = id & 0xfffff;
-    if (idx == 0 || idx > conns.size()) return nullptr;
-    Conn* c = conns[idx - 1];
-    return (c && c->id == id) ? c : nullptr;
-}
-
 Conn* Engine::Impl::new_conn(uint32_t peer) {
     size_t idx = 0;
     while (idx < conns.size() && conns[idx]) ++idx;
