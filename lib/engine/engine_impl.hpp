@@ -331,8 +331,9 @@ struct Engine::Impl {
         uint32_t stream_idx = 0;
         PendKind kind = PendKind::ack_only;
     };
-    // defer == nullptr: copy inline. Otherwise a payload copy is described in
-    // *defer and Placed::deferred returned; its bookkeeping waits for finish_pend.
+    // defer == nullptr: copy inline. Otherwise a payload copy above
+    // place_inline_max is described in *defer and Placed::deferred returned;
+    // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
     [[gnu::noinline]] Placed fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
                                       wire::Syndrome syn, WcStatus st_local);

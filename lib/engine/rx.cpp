@@ -429,7 +429,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             return Placed::ok;
         }
         if (d.opcode == Opcode::read_resp) {
-            if (defer && plen) {
+            if (defer && plen > cfg.place_inline_max) {
                 *defer = Deferral{w.local + d.offset, sidx, PendKind::read_resp};
                 return Placed::deferred;
             }
@@ -487,7 +487,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr + d.offset, plen, &dst, syn)) {
             return fail(syn, WcStatus::rem_access_err);  // R-MEM-3: nothing written
         }
-        if (defer && plen) {
+        if (defer && plen > cfg.place_inline_max) {
             *defer = Deferral{dst, sidx, PendKind::rx_msg};
             return Placed::deferred;
         }
@@ -505,7 +505,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         if (r.bad_lkey) {
             return fail(Syndrome::remote_op_error, WcStatus::loc_prot_err);
         }
-        if (defer && plen) {
+        if (defer && plen > cfg.place_inline_max) {
             *defer = Deferral{r.local + d.offset, sidx, PendKind::rx_msg};
             return Placed::deferred;
         }

@@ -221,3 +221,51 @@ TEST_CASE("pipeline: a full placement queue drops unacked, then recovers", "[eng
     link.finish_placements(true);
     CHECK(b.place_outstanding() == 0);
 }
+
+TEST_CASE("pipeline: payloads up to place_inline_max are copied inline", "[engine][pipeline]") {
+    EngineConfig cfg;
+    cfg.num_paths = 1;
+    cfg.rate_hints = false;
+    EngineConfig cb_cfg = cfg;
+    cb_cfg.deferred_placement = true;
+    cb_cfg.place_inline_max = 256;
+    Engine a(cfg), b(cb_cfg);
+    std::vector<uint8_t> ma(4096, 0x3c), mb(4096, 0);
+    const uint32_t pa = a.alloc_pd(), pb = b.alloc_pd();
+    uint32_t qa, qb;
+    REQUIRE(a.create_cq(64, qa) == Status::ok);
+    REQUIRE(b.create_cq(64, qb) == Status::ok);
+    MrInfo ra{}, rb{};
+    REQUIRE(a.register_mr(pa, ma.data(), ma.size(), kAccessLocalWrite, ra) == Status::ok);
+    REQUIRE(b.register_mr(pb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite, rb) == Status::ok);
+    PairLink link(a, b);
+    uint32_t conn_a, conn_b;
+    REQUIRE(mroce::test::connect_pair(link, conn_a, conn_b));
+    REQUIRE(a.create_stream(conn_a, 1, pa, qa, qa) == Status::ok);
+    REQUIRE(b.create_stream(conn_b, 1, pb, qb, qb) == Status::ok);
+    const uint32_t len = GENERATE(1u, 256u, 257u);
+    SendWr w;
+    w.op = OpKind::write;
+    w.local_addr = uint64_t(uintptr_t(ma.data()));
+    w.lkey = ra.lkey;
+    w.length = len;
+    w.remote_addr = uint64_t(uintptr_t(mb.data()));
+    w.rkey = rb.rkey;
+    REQUIRE(a.post_send(conn_a, 1, w) == Status::ok);
+    Time now = link.now + 1000;
+    std::vector<Captured> data = drain_tx(a, now);
+    REQUIRE(count_type(data, wire::PacketType::data) == 1);
+    deliver(b, data, now + 2000);
+    PlaceJob jobs[2];
+    const size_t nj = b.take_place_jobs(jobs, 2);
+    CHECK(nj == (len > 256 ? 1u : 0u));
+    CHECK((mb[len - 1] == 0x3c) == (len <= 256));   // copied inline, or not yet
+    CHECK(count_type(drain_tx(b, now + 2000), wire::PacketType::ack) == (len <= 256 ? 1u : 0u));
+    if (nj) {
+        copy(jobs[0]);
+        b.placed(&jobs[0].token, 1, now + 2100);
+        CHECK(count_type(drain_tx(b, now + 2100), wire::PacketType::ack) == 1);
+    }
+    CHECK(std::memcmp(mb.data(), ma.data(), len) == 0);
+    CHECK(b.place_outstanding() == 0);
+}

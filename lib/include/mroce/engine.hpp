@@ -186,6 +186,10 @@ struct EngineConfig {
     // take_place_jobs / placed). false: run to completion, copies inline.
     bool deferred_placement = false;
     uint32_t place_depth = 1024;         // received packets awaiting placement (power of two)
+    // Deferred placement: payloads up to this many bytes are still copied
+    // inline (a ring transit costs more than such a copy); their acks keep
+    // arrival order behind pending copies all the same.
+    uint32_t place_inline_max = 256;
 };
 
 class Engine {
