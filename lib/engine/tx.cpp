@@ -11,6 +11,24 @@
 
 namespace mroce {
 
+// The fields every segment of one request shares (R-DATA-5); the caller adds
+// the per-segment ones (offset, payload, msg_len for READ and atomics).
+static TxPkt request_pkt(const Stream& s, const SendWqe& w, const TxJob& job) {
+    TxPkt t{};
+    t.opcode = w.opcode;
+    t.is_request = true;
+    t.stream_idx = job.stream_idx;
+    t.sq_slot = job.slot;
+    t.stream_id = s.id;
+    t.msg_seq = w.msg_seq;
+    t.recv_seq = w.recv_seq;
+    t.imm = w.wr.imm;
+    t.rkey = w.wr.rkey;
+    t.remote_addr = w.wr.remote_addr;
+    t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+    return t;
+}
+
 using wire::Opcode;
 
 static constexpr Time kNever = std::numeric_limits<Time>::max();
@@ -287,18 +305,7 @@ int Engine::Impl::pick_path(Conn& c) {
                 continue;
             }
             const uint32_t k = w.next_seg++;
-            t = TxPkt{};
-            t.opcode = w.opcode;
-            t.is_request = true;
-            t.stream_idx = job.stream_idx;
-            t.sq_slot = job.slot;
-            t.stream_id = s.id;
-            t.msg_seq = w.msg_seq;
-            t.recv_seq = w.recv_seq;
-            t.imm = w.wr.imm;
-            t.rkey = w.wr.rkey;
-            t.remote_addr = w.wr.remote_addr;
-            t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+            t = request_pkt(s, w, job);
             if (w.opcode == Opcode::read_req) {
                 t.msg_len = w.wr.length;
             } else if (wire::is_atomic_req(w.opcode)) {
@@ -434,18 +441,7 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
         w.opcode != Opcode::send_imm)
         return 0;
     if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
-    TxPkt tmpl{};
-    tmpl.opcode = w.opcode;
-    tmpl.is_request = true;
-    tmpl.stream_idx = job.stream_idx;
-    tmpl.sq_slot = job.slot;
-    tmpl.stream_id = s.id;
-    tmpl.msg_seq = w.msg_seq;
-    tmpl.recv_seq = w.recv_seq;
-    tmpl.imm = w.wr.imm;
-    tmpl.rkey = w.wr.rkey;
-    tmpl.remote_addr = w.wr.remote_addr;
-    tmpl.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+    TxPkt tmpl = request_pkt(s, w, job);
     tmpl.msg_len = w.wr.length;
     uint8_t hdr[wire::kDataLen];
     {
