@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "mroce/dpdk/loop.hpp"
 #include "mroce/dpdk/port.hpp"
 #include "mroce/engine.hpp"
+#include "ring_pair.hpp"
 
 using namespace mroce;
 using namespace mroce::dpdk;
@@ -37,8 +39,7 @@ struct Side {
 };
 
 struct World {
-    rte_ring* ab = nullptr;
-    rte_ring* ba = nullptr;
+    std::optional<test::RingPortPair> rings;   // made after the EAL is up, freed before it goes down
     Side s[2];
     uint32_t conn[2] = {0, 0};
 
@@ -48,34 +49,10 @@ struct World {
         ec.args = {"-l", "0", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning"};
         ec.file_prefix = fmt::format("mroce-test-{}", ::getpid());
         eal_init(ec);
-        ab = rte_ring_create("e_ab", 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        ba = rte_ring_create("e_ba", 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        REQUIRE(ab);
-        REQUIRE(ba);
-        const int pa = rte_eth_from_rings("e_a", &ba, 1, &ab, 1, 0);
-        const int pb = rte_eth_from_rings("e_b", &ab, 1, &ba, 1, 0);
-        REQUIRE(pa >= 0);
-        REQUIRE(pb >= 0);
-        const uint16_t pid[2] = {uint16_t(pa), uint16_t(pb)};
-        const uint32_t ip[2] = {0x0a000001, 0x0a000002};
-        MacAddr mac[2];
+        rings.emplace("e", 1, 4096);
         for (int i = 0; i < 2; ++i) {
-            rte_ether_addr a{};
-            rte_eth_macaddr_get(pid[i], &a);
-            std::memcpy(mac[i].data(), a.addr_bytes, 6);
-        }
-        for (int i = 0; i < 2; ++i) {
-            PortConfig c;
-            c.port_id = pid[i];
-            c.local_ip = ip[i];
-            c.neighbours = {{ip[1 - i], mac[1 - i]}};   // peer handle 0 = the other side
-            c.mtu = 9000;
-            c.pools.cache = 64;
-            const PoolConfig need = DpdkPort::min_pools(c);
-            c.pools.rx_mbufs = need.rx_mbufs;
-            // Our frames wait in the peer's 4096-slot RX ring too.
-            c.pools.hdr_mbufs = need.hdr_mbufs + 4096;
-            c.pools.ext_mbufs = need.ext_mbufs + 4096;
+            // Peer handle 0 = the other side.
+            const PortConfig c = rings->config(i, [](PortConfig& pc) { pc.pools.cache = 64; });
             Side& sd = s[i];
             sd.port = std::make_unique<DpdkPort>(c);
             sd.eng = std::make_unique<Engine>(EngineConfig{});
@@ -96,8 +73,7 @@ struct World {
         }
         s[0].port.reset();
         s[1].port.reset();
-        rte_ring_free(ab);
-        rte_ring_free(ba);
+        rings.reset();
         eal_cleanup();
     }
     void step() {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,6 +30,7 @@
 #include <rte_lcore.h>
 
 #include "integrity_workload.hpp"
+#include "ring_pair.hpp"
 #include "mroce/dpdk/pipeline.hpp"
 
 using namespace mroce;
@@ -41,8 +43,7 @@ namespace {
 constexpr unsigned kRing = 4096;
 
 struct Ports {
-    rte_ring* ab = nullptr;
-    rte_ring* ba = nullptr;
+    std::optional<RingPortPair> rings;   // made after the EAL is up, freed before it goes down
     std::unique_ptr<DpdkPort> p[2];
 
     Ports() {
@@ -52,40 +53,14 @@ struct Ports {
         ec.args = {"--lcores", "(0,1)@(0,1)", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning"};
         ec.file_prefix = fmt::format("mroce-test-integ-{}", ::getpid());
         eal_init(ec);
-        ab = rte_ring_create("i_ab", kRing, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        ba = rte_ring_create("i_ba", kRing, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        if (!ab || !ba) throw DpdkError("rte_ring_create");
-        const int pa = rte_eth_from_rings("i_a", &ba, 1, &ab, 1, 0);
-        const int pb = rte_eth_from_rings("i_b", &ab, 1, &ba, 1, 0);
-        if (pa < 0 || pb < 0) throw DpdkError("rte_eth_from_rings");
-        const uint16_t pid[2] = {uint16_t(pa), uint16_t(pb)};
-        const uint32_t ip[2] = {0x0a000001, 0x0a000002};
-        MacAddr mac[2];
-        for (int i = 0; i < 2; ++i) {
-            rte_ether_addr a{};
-            rte_eth_macaddr_get(pid[i], &a);
-            std::memcpy(mac[i].data(), a.addr_bytes, 6);
-        }
-        for (int i = 0; i < 2; ++i) {
-            PortConfig c;
-            c.port_id = pid[i];
-            c.local_ip = ip[i];
-            c.neighbours = {{ip[1 - i], mac[1 - i]}};
-            c.mtu = 9000;
-            c.pools.cache = 64;
-            const PoolConfig need = DpdkPort::min_pools(c);
-            c.pools.rx_mbufs = need.rx_mbufs;
-            // Our frames also wait in the peer's RX ring.
-            c.pools.hdr_mbufs = need.hdr_mbufs + kRing;
-            c.pools.ext_mbufs = need.ext_mbufs + kRing;
-            p[i] = std::make_unique<DpdkPort>(c);
-        }
+        rings.emplace("i", 1, kRing);
+        for (int i = 0; i < 2; ++i)
+            p[i] = std::make_unique<DpdkPort>(rings->config(i, [](PortConfig& c) { c.pools.cache = 64; }));
     }
     ~Ports() {
         p[0].reset();
         p[1].reset();
-        rte_ring_free(ab);
-        rte_ring_free(ba);
+        rings.reset();
         eal_cleanup();
     }
 };

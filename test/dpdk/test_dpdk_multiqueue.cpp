@@ -22,6 +22,7 @@
 #include <rte_ring.h>
 
 #include "integrity_workload.hpp"
+#include "ring_pair.hpp"
 #include "mroce/dpdk/loop.hpp"
 
 using namespace mroce;
@@ -34,51 +35,20 @@ namespace {
 constexpr unsigned kQueues = 4;
 
 struct PortPair {
-    rte_ring* ab[kQueues] = {};
-    rte_ring* ba[kQueues] = {};
+    RingPortPair rings;
     std::unique_ptr<DpdkPort> p[2];
-    uint32_t ip[2] = {0x0a000001, 0x0a000002};
 
-    PortPair(const char* tag, unsigned ring_size, uint16_t txq) {
-        for (unsigned q = 0; q < kQueues; ++q) {
-            ab[q] = rte_ring_create(fmt::format("{}ab{}", tag, q).c_str(), ring_size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-            ba[q] = rte_ring_create(fmt::format("{}ba{}", tag, q).c_str(), ring_size, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-            if (!ab[q] || !ba[q]) throw DpdkError("rte_ring_create");
-        }
-        const int pa = rte_eth_from_rings(fmt::format("{}_a", tag).c_str(), ba, kQueues, ab, kQueues, 0);
-        const int pb = rte_eth_from_rings(fmt::format("{}_b", tag).c_str(), ab, kQueues, ba, kQueues, 0);
-        if (pa < 0 || pb < 0) throw DpdkError("rte_eth_from_rings");
-        const uint16_t pid[2] = {uint16_t(pa), uint16_t(pb)};
-        MacAddr mac[2];
-        for (int i = 0; i < 2; ++i) {
-            rte_ether_addr a{};
-            rte_eth_macaddr_get(pid[i], &a);
-            std::memcpy(mac[i].data(), a.addr_bytes, 6);
-        }
-        for (int i = 0; i < 2; ++i) {
-            PortConfig c;
-            c.port_id = pid[i];
-            c.local_ip = ip[i];
-            c.neighbours = {{ip[1 - i], mac[1 - i]}};
-            c.mtu = 9000;
-            c.rx_queues = kQueues;
-            c.tx_queues = txq;
-            c.rx_desc = c.tx_desc = 256;
-            const PoolConfig need = DpdkPort::min_pools(c);
-            c.pools.rx_mbufs = need.rx_mbufs;
-            // Our frames also wait in the peer's RX rings.
-            c.pools.hdr_mbufs = need.hdr_mbufs + kQueues * ring_size;
-            c.pools.ext_mbufs = need.ext_mbufs + kQueues * ring_size;
-            p[i] = std::make_unique<DpdkPort>(c);
-        }
+    PortPair(const char* tag, unsigned ring_size, uint16_t txq) : rings(tag, kQueues, ring_size) {
+        for (int i = 0; i < 2; ++i)
+            p[i] = std::make_unique<DpdkPort>(rings.config(i, [&](PortConfig& c) {
+                c.rx_queues = kQueues;
+                c.tx_queues = txq;
+                c.rx_desc = c.tx_desc = 256;
+            }));
     }
     ~PortPair() {
         p[0].reset();
         p[1].reset();
-        for (unsigned q = 0; q < kQueues; ++q) {
-            rte_ring_free(ab[q]);
-            rte_ring_free(ba[q]);
-        }
     }
 };
 
