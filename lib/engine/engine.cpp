@@ -73,6 +73,13 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
     if (c.min_rto == 0) c.min_rto = 1000;
     if (c.max_rto < c.min_rto) c.max_rto = c.min_rto;
     c.cc.max_cwnd = std::min<double>(c.cc.max_cwnd, wire::kSackBits);
+    impl_->cc_core = CcCore(c.cc);
+    if (c.offload_cc) {
+        uint32_t d = 64;
+        while (d < c.cc_depth && d < (1u << 20)) d <<= 1;
+        c.cc_depth = d;
+        impl_->cc_fb.resize(d);
+    }
     if (c.deferred_placement) {
         uint32_t d = 64;
         while (d < c.place_depth && d < (1u << 20)) d <<= 1;
@@ -156,7 +163,8 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->paths.resize(cfg.num_paths);
     for (uint16_t i = 0; i < cfg.num_paths; ++i) {
         TxPath& p = c->paths[i];
-        p.cc = PathWindow(cfg.cc);
+        p.cc_slot = uint32_t(idx) * cfg.num_paths + i;
+        p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
         p.entropy = i;
         p.rto = cfg.initial_rto;
     }
@@ -475,7 +483,7 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
     out = p.st;
     out.state = p.state;
     out.entropy = p.entropy;
-    out.cwnd = p.cc.cwnd();
+    out.cwnd = p.ccv.cwnd;
     out.inflight = p.inflight;
     out.srtt = p.srtt;
     out.rttvar = p.rttvar;
@@ -485,6 +493,82 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
         out.rx_ce = c->rx_paths[path].rx_ce;
     }
     return Status::ok;
+}
+
+}  // namespace mroce
+
+// ---------------- congestion-control core (R-CC-8) ----------------
+
+namespace mroce {
+
+void Engine::Impl::cc_feed(Conn& c, TxPath& p, const CcFeedback& f) {
+    if (!cfg.offload_cc) {
+        apply_view(c, p, cc_core.apply_one(f));
+        return;
+    }
+    if (cc_tail - cc_head >= cfg.cc_depth) {
+        // The window misses one update; the next record carries the path's
+        // state again (psn, round), and the slot's gen survives.
+        ++st.cc_feedback_full;
+        return;
+    }
+    cc_fb[cc_tail++ & (cfg.cc_depth - 1)] = f;
+    ++st.cc_feedback;
+}
+
+void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
+    // Published before the CC core hears of it, so the scheduler never sends
+    // on the old incarnation's window; the core resets the slot on the first
+    // record with the new gen.
+    p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
+    CcFeedback f;
+    f.slot = p.cc_slot;
+    f.gen = p.ccv.gen;
+    f.kind = CcEvent::reset;
+    cc_feed(c, p, f);
+}
+
+void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
+    if (v.gen != p.ccv.gen) {
+        ++st.cc_views_stale;  // for an incarnation of the path that is gone
+        return;
+    }
+    p.ccv = v;
+    // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
+    if (cfg.reroute_after_marks && v.rounds != p.rounds_seen) {
+        p.rounds_seen = v.rounds;
+        p.marked_rounds = v.rounds_since_mark == 0 ? p.marked_rounds + 1 : 0;
+        if (p.marked_rounds >= cfg.reroute_after_marks) {
+            p.marked_rounds = 0;
+            p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+            ++p.st.rerouted;
+        }
+    }
+}
+
+size_t Engine::take_cc_feedback(CcFeedback* out, size_t max) {
+    Impl& I = *impl_;
+    size_t n = 0;
+    while (n < max && I.cc_head != I.cc_tail) out[n++] = I.cc_fb[I.cc_head++ & (I.cfg.cc_depth - 1)];
+    return n;
+}
+
+size_t Engine::cc_feedback_waiting() const noexcept { return impl_->cc_tail - impl_->cc_head; }
+
+void Engine::cc_update(const CcView* views, size_t n) {
+    Impl& I = *impl_;
+    const uint32_t stride = I.cfg.num_paths;
+    for (size_t i = 0; i < n; ++i) {
+        const CcView& v = views[i];
+        const uint32_t idx = v.slot / stride;
+        const uint32_t pi = v.slot % stride;
+        Conn* c = idx < I.conns.size() ? I.conns[idx] : nullptr;
+        if (!c || pi >= c->paths.size()) {
+            ++I.st.cc_views_stale;  // the connection closed meanwhile
+            continue;
+        }
+        I.apply_view(*c, c->paths[pi], v);
+    }
 }
 
 }  // namespace mroce

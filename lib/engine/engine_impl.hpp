@@ -43,8 +43,11 @@ struct TxPath {
     Time rto = 0;
     bool have_rtt = false;
     uint32_t marked_rounds = 0;  // consecutive rounds with CE, for re-routing (R-SCHED-5)
-    uint64_t rounds_seen = 0;
-    PathWindow cc;
+    uint32_t rounds_seen = 0;
+    uint32_t cc_slot = 0;        // the path's slot in the CC core (R-CC-8)
+    // The window as the CC core last published it: all the scheduler reads
+    // of congestion control. Inline CC: current; offloaded: one ring transit old.
+    CcView ccv;
     PathStats st;
     // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), computed
     // once per burst by plan_paths: nothing that changes a path's window,
@@ -299,6 +302,12 @@ struct Engine::Impl {
     std::vector<PlaceJob> place_jobs;
     uint32_t pend_head = 0, pend_tail = 0;
     uint32_t job_head = 0, job_tail = 0;
+    // Congestion-control core (R-CC-8): run here (inline) or, with
+    // cfg.offload_cc, on the driver's CC stage, fed from cc_fb.
+    CcCore cc_core;
+    std::vector<CcFeedback> cc_fb;     // offload_cc: records not yet taken, [cc_head, cc_tail)
+    uint32_t cc_head = 0, cc_tail = 0;
+    uint32_t cc_gen_next = 1;          // path incarnations (CcFeedback::gen)
     const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing
     // Decoded into in place by rx_one: a Packet on the stack would be zeroed per packet.
     wire::Packet rx_pk;
@@ -371,6 +380,11 @@ struct Engine::Impl {
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);
+    // cc: hands one record to the CC core (inline: applies it and its view now).
+    void cc_feed(Conn& c, TxPath& p, const CcFeedback& f);
+    void apply_view(Conn& c, TxPath& p, const CcView& v);
+    // A new incarnation of the path's window (path creation, revival), published at once.
+    void cc_fresh(Conn& c, TxPath& p, uint16_t pi);
     Time deadline(Time now) const;
 };
 

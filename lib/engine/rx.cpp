@@ -93,7 +93,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
             p.consecutive_timeouts = 0;
-            p.cc.reset();
+            cc_fresh(*c, p, pi);
             const Time rtt = Time(uint32_t(now) - pk.probe.ts);
             rtt_sample(p, rtt);
         }
@@ -163,7 +163,18 @@ void Engine::Impl::start_from_hint(Conn& c, uint32_t hint_kbps, Time now) {
     if (!c.handshake_rtt) return;  // init_cwnd stays
     const double bdp_pkts =
         double(hint_kbps) * 125.0 / 1e9 * double(c.handshake_rtt) / double(c.seg + uint32_t(wire::kDataLen));
-    for (TxPath& p : c.paths) p.cc.set_initial(bdp_pkts / double(c.paths.size()));
+    const double first = bdp_pkts / double(c.paths.size());
+    for (TxPath& p : c.paths) {
+        // Published at once: the first flight may leave before an offloaded
+        // CC core answers (R-CC-8).
+        p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, p.ccv.gen, first);
+        CcFeedback f;
+        f.slot = p.cc_slot;
+        f.gen = p.ccv.gen;
+        f.kind = CcEvent::initial;
+        f.initial = float(first);
+        cc_feed(c, p, f);
+    }
 }
 
 void Engine::Impl::refresh_idle_hints(const Conn& joined) {
@@ -803,55 +814,47 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         }
     }
     // R-SACK-4: on one path a hole below an acked PSN is loss, not reordering.
+    uint16_t losses = 0;
     if (any_sack) {
         for (uint32_t psn = p.snd_una; wire::seq_lt(psn, highest); ++psn) {
             PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
             if (sl.state == TxSlotState::inflight) {
                 declare_lost(c, p, psn);
                 ++p.st.losses;
-                p.cc.on_loss();
+                ++losses;
             }
         }
     }
     advance_una(p);
     advance_csn_una(c);  // once per ACK for every CSN it delivered
+    CcFeedback f;
+    f.slot = p.cc_slot;
+    f.gen = p.ccv.gen;
+    f.kind = CcEvent::ack;
+    f.losses = losses;
     if (newly) {
         p.consecutive_timeouts = 0;
         if (a.ts_echo) {
             const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
             rtt_sample(p, r);
-            p.cc.on_rtt(r);
+            f.rtt = uint32_t(r);
         }
     }
     const uint32_t marked = a.ce_count;
     if (marked) p.st.ce_marks += marked;
-    p.cc.on_ack(std::max<uint32_t>(newly, marked), cfg.cc.ecn ? marked : 0, a.cum_psn, p.snd_nxt);
-    if (cfg.rate_hints) {
-        // R-HINT-7: pacing at the hint cannot drain a queue that windows
-        // sized before the first hint already built (an incast's first
-        // flights): it drains only at capacity minus the sum of hints. So
-        // each path is also capped at twice its share of hint x unqueued
-        // (minimum) RTT, never below 2 packets: a path a hostile or stale
-        // ack misjudges must keep enough window to recover.
+    f.acked = std::max<uint32_t>(newly, marked);
+    f.marked = marked;
+    f.ack_psn = a.cum_psn;
+    f.snd_nxt = p.snd_nxt;
+    if (cfg.rate_hints && c.hint_kbps) {
+        // R-HINT-7 (the cap itself is the CC core's): the hint is shared over the active paths.
         uint32_t active = 0;
         for (const TxPath& q : c.paths) active += q.state == PathStateKind::active;
-        double lim = 0;
-        if (c.hint_kbps && p.cc.min_rtt() && active) {
-            const double bytes = double(c.hint_kbps) * 125.0 / 1e9 * double(p.cc.min_rtt()) / double(active);
-            lim = std::max(2.0, 2.0 * bytes / double(c.seg + uint32_t(wire::kDataLen)));
-        }
-        p.cc.set_limit(lim);
+        f.hint_kbps = c.hint_kbps;
+        f.active_paths = uint16_t(active);
+        f.pkt_bytes = uint16_t(c.seg + uint32_t(wire::kDataLen));
     }
-    // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
-    if (cfg.reroute_after_marks && p.cc.rounds() != p.rounds_seen) {
-        p.rounds_seen = p.cc.rounds();
-        p.marked_rounds = p.cc.rounds_since_mark() == 0 ? p.marked_rounds + 1 : 0;
-        if (p.marked_rounds >= cfg.reroute_after_marks) {
-            p.marked_rounds = 0;
-            p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
-            ++p.st.rerouted;
-        }
-    }
+    cc_feed(c, p, f);
 }
 
 }  // namespace mroce

@@ -49,7 +49,7 @@ static bool ack_due(const RxPath& rp, const EngineConfig& cfg, Time now) {
 // inside its SACK span. The scheduler and the deadline both ask this.
 static bool path_open(const TxPath& p) {
     if (p.state != PathStateKind::active) return false;
-    if (p.inflight >= uint32_t(std::max(1.0, p.cc.cwnd()))) return false;
+    if (p.inflight >= uint32_t(std::max(1.0, p.ccv.cwnd))) return false;
     return p.snd_nxt - p.snd_una < kPathRing;  // R-SACK-2
 }
 
@@ -252,7 +252,7 @@ static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 
 void Engine::Impl::plan_paths(Conn& c) {
     for (TxPath& p : c.paths) {
-        const double cwnd = std::max(1.0, p.cc.cwnd());
+        const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - p.snd_una;
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
@@ -262,7 +262,7 @@ void Engine::Impl::plan_paths(Conn& c) {
         }
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
         uint64_t k = (p.have_rtt ? p.srtt : 0) / 64 + 16;
-        if (p.cc.rounds_since_mark() == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
+        if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
         p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(cwnd * 16.0));
         p.sched_score = uint64_t(p.inflight + 1) * p.sched_step;
     }
@@ -524,7 +524,11 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
         p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
         ++p.snd_una;
     }
-    p.cc.on_timeout();
+    CcFeedback f;
+    f.slot = p.cc_slot;
+    f.gen = p.ccv.gen;
+    f.kind = CcEvent::timeout;
+    cc_feed(c, p, f);
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
         // R-PATH-9: retire the path, try a new route for it, and probe it.
         p.state = PathStateKind::failed;

@@ -122,6 +122,15 @@ inline void run_flows(Fabric& fab, std::vector<Flow>& flows, Time t, Time slice 
     }
 }
 
+// The arrangement a test asked for is the one that ran (R-CC-8): with
+// offload_cc every window update went through the host's separate CC stage
+// (the engine queued feedback, none was dropped), inline none did.
+inline bool cc_arrangement_ran(const Engine& e) {
+    const EngineStats& s = e.stats();
+    if (e.config().offload_cc) return s.cc_feedback > 0 && s.cc_feedback_full == 0 && s.cc_views_stale == 0;
+    return s.cc_feedback == 0;
+}
+
 inline double jain(const std::vector<double>& x) {
     double s = 0, s2 = 0;
     for (double v : x) {

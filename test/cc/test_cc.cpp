@@ -41,8 +41,10 @@ constexpr Time kWindow = 200'000;          // measurement window
 // With paths = 1 and init_cwnd = 8 the first flights (16 x 8 packets) are
 // about two bandwidth-delay products. With the defaults (4 paths x 32) they
 // are 33 BDPs (8 MiB): see the default-window tests below.
-IncastResult run_incast(bool hints, bool unequal_rtts, uint16_t paths = 1, double init_cwnd = 8) {
+IncastResult run_incast(bool hints, bool unequal_rtts, uint16_t paths = 1, double init_cwnd = 8,
+                        bool offload_cc = false) {
     EngineConfig cfg;
+    cfg.offload_cc = offload_cc;
     cfg.num_paths = paths;
     cfg.cc.init_cwnd = init_cwnd;
     cfg.rate_hints = hints;
@@ -126,8 +128,14 @@ IncastResult run_incast(bool hints, bool unequal_rtts, uint16_t paths = 1, doubl
     r.drops = drops_early + drops_mid + bn.counters().drops();
     r.ce = bn.counters().ce_marks;
     for (Flow& f : flows) CHECK(f.errors == 0);
+    for (const auto& n : tx) CHECK(cc_arrangement_ran(n->eng));
     return r;
 }
+
+// Both arrangements of the congestion-control core (R-CC-8): inline on the
+// engine's thread, and on a separate stage one transit away (the sim host
+// runs it, drivers/sim/engine_host.cpp).
+const char* arrangement(bool offload_cc) { return offload_cc ? "CC core on its own stage" : "CC core inline"; }
 
 std::string describe(const char* name, const IncastResult& r) {
     std::ostringstream o;
@@ -142,8 +150,10 @@ std::string describe(const char* name, const IncastResult& r) {
 }  // namespace
 
 TEST_CASE("incast 16:1: fair shares within 3 RTTs, bounded queue (R-HINT-1..5, R-CC-2)", "[cc][incast]") {
-    const IncastResult on = run_incast(true, false);
-    WARN(describe("equal RTTs, hints on", on));
+    const bool offload = GENERATE(false, true);
+    INFO(arrangement(offload));
+    const IncastResult on = run_incast(true, false, 1, 8, offload);
+    WARN(arrangement(offload) << ": " << describe("equal RTTs, hints on", on));
     CHECK(on.jain_early >= 0.99);
     CHECK(on.time_to_fair <= 3 * on.base_rtt);
     // After the first 3 RTTs the queue stays within a few ECN thresholds.
@@ -164,10 +174,12 @@ TEST_CASE("incast 16:1: fair shares within 3 RTTs, bounded queue (R-HINT-1..5, R
 TEST_CASE("incast 16:1 with default windows: fair within 3 RTTs, bounded queue; slower without hints "
           "(R-HINT-2, R-HINT-5, R-HINT-8, R-HINT-9)",
           "[cc][incast]") {
-    const IncastResult on = run_incast(true, false, 4, 32);
-    const IncastResult off = run_incast(false, false, 4, 32);
-    WARN(describe("default windows, hints on", on));
-    WARN(describe("default windows, hints off", off));
+    const bool offload = GENERATE(false, true);
+    INFO(arrangement(offload));
+    const IncastResult on = run_incast(true, false, 4, 32, offload);
+    const IncastResult off = run_incast(false, false, 4, 32, offload);
+    WARN(arrangement(offload) << ": " << describe("default windows, hints on", on));
+    WARN(arrangement(offload) << ": " << describe("default windows, hints off", off));
     CHECK(on.jain_early >= 0.99);
     CHECK(on.time_to_fair <= 3 * on.base_rtt);
     // Bounded from the first packet on: the whole run stays below the ECN
@@ -195,8 +207,11 @@ TEST_CASE("incast 16:1 at unequal RTTs: hints converge, windows alone do not (R-
 }
 
 TEST_CASE("hot spot: the scheduler moves load off a congested path (R-SCHED-2, R-SCHED-3, R-CC-2)", "[cc][sched]") {
+    const bool offload = GENERATE(false, true);
+    INFO(arrangement(offload));
     EngineConfig cfg;
     cfg.num_paths = 4;
+    cfg.offload_cc = offload;
     Fabric fab(21);
     Node a(cfg, 1 << 20), b(cfg, 1 << 20);
     a.host = fab.add_host(a.eng);
@@ -243,7 +258,7 @@ TEST_CASE("hot spot: the scheduler moves load off a congested path (R-SCHED-2, R
     }
     const double hot_share = double(sent[3]) / double(total);
     std::ostringstream o;
-    o << "goodput " << gbps << " Gbit/s (uncongested paths: 75); packets per path";
+    o << arrangement(offload) << ": goodput " << gbps << " Gbit/s (uncongested paths: 75); packets per path";
     for (uint16_t p = 0; p < 4; ++p)
         o << ' ' << sent[p] << " (max queue " << fab.link(topo.forward[p]).counters().max_queue_bytes << " B, CE "
           << fab.link(topo.forward[p]).counters().ce_marks << ')';
@@ -255,11 +270,15 @@ TEST_CASE("hot spot: the scheduler moves load off a congested path (R-SCHED-2, R
     CHECK(gbps >= 0.9 * 75.0);
     CHECK(fab.link(topo.forward[3]).counters().drop_queue == 0);
     CHECK(flows[0].errors == 0);
+    CHECK(cc_arrangement_ran(a.eng));
 }
 
 TEST_CASE("a new flow gets an equal share of a long flow's bottleneck (R-HINT-2, R-HINT-4)", "[cc][incast]") {
+    const bool offload = GENERATE(false, true);
+    INFO(arrangement(offload));
     EngineConfig cfg;
     cfg.rx_capacity_mbps = 95'000;
+    cfg.offload_cc = offload;
     Fabric fab(31);
     std::vector<std::unique_ptr<Node>> tx;
     std::vector<HostId> ids;
@@ -308,12 +327,13 @@ TEST_CASE("a new flow gets an equal share of a long flow's bottleneck (R-HINT-2,
         if (!inside) settled = kNever;
         if (settled != kNever) worst_after = std::min(worst_after, std::min(last_ratio, 1 / last_ratio));
     }
-    WARN("new/long goodput ratio settled inside [0.8, 1.25] after "
+    WARN(arrangement(offload) << ": new/long goodput ratio settled inside [0.8, 1.25] after "
          << (settled == kNever ? -1.0 : double(settled) / double(base_rtt)) << " base RTTs (" << base_rtt
          << " ns); final ratio " << last_ratio << ", worst after settling " << worst_after << ", max queue "
          << fab.link(topo.bottleneck).counters().max_queue_bytes << " B");
     CHECK(settled <= 50 * base_rtt);
     for (Flow& f : flows) CHECK(f.errors == 0);
+    for (const auto& n : tx) CHECK(cc_arrangement_ran(n->eng));
 }
 
 TEST_CASE("CONNECT_ACK carries the share; the first window is its BDP over the paths (R-HINT-8, R-HINT-9)",

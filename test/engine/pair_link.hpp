@@ -19,6 +19,7 @@
 
 #include "../common/test_random.hpp"
 #include "mroce/engine.hpp"
+#include "cc_worker.hpp"
 #include "placement_worker.hpp"
 
 namespace mroce::test {
@@ -62,6 +63,12 @@ struct PairLink {
     std::deque<Held> held[2];
     std::deque<PlaceDone> returned[2];
     std::unique_ptr<PlacementWorker> worker[2];  // after the slots: joined before they go
+    // Pipeline arrangement of congestion control (an engine built with
+    // offload_cc): its CcCore runs on a CcWorker thread. The link waits for
+    // every view before virtual time moves on (a ring transit is shorter
+    // than anything on the wire), so runs stay reproducible.
+    std::unique_ptr<CcWorker> cc_worker[2];
+    uint64_t cc_records = 0;
 
     PairLink(Engine& a, Engine& b, uint64_t seed = 1) : eng{&a, &b}, rng(seed) {}
 
@@ -71,6 +78,31 @@ struct PairLink {
             std::abort();
         }
         worker[side] = std::make_unique<PlacementWorker>();
+    }
+    void enable_cc_stage(int side) {
+        if (!eng[side]->config().offload_cc) {
+            std::fprintf(stderr, "PairLink: engine %d was not built with offload_cc\n", side);
+            std::abort();
+        }
+        cc_worker[side] = std::make_unique<CcWorker>(eng[side]->config().cc);
+    }
+    // Feedback to the CC thread, and its views back into the engine; true if any.
+    bool cc_sync(int side) {
+        if (!cc_worker[side]) return false;
+        CcFeedback f[64];
+        bool any = false;
+        for (size_t n; (n = eng[side]->take_cc_feedback(f, 64)) > 0;) {
+            cc_worker[side]->submit(f, n);
+            cc_records += n;
+            any = true;
+        }
+        CcView v[64];
+        while (cc_worker[side]->outstanding()) {
+            const size_t n = cc_worker[side]->poll(v, 64);
+            if (n) eng[side]->cc_update(v, n);
+            else std::this_thread::yield();
+        }
+        return any;
     }
     uint32_t hold(std::vector<uint8_t>&& b) {
         if (free_slots.empty()) {
@@ -118,10 +150,14 @@ struct PairLink {
 
     void pump_tx(int from) {
         TxPacket out[32];
-        for (;;) {
-            const size_t n = eng[from]->tx_burst(out, 32, now);
-            for (size_t i = 0; i < n; ++i) send(from, out[i]);
-            if (n < 32) break;
+        for (int round = 0; round < 2; ++round) {
+            for (;;) {
+                const size_t n = eng[from]->tx_burst(out, 32, now);
+                for (size_t i = 0; i < n; ++i) send(from, out[i]);
+                if (n < 32) break;
+            }
+            // Views the burst's feedback (or the rx before it) produced may open windows.
+            if (!cc_sync(from)) break;
         }
     }
     void send(int from, const TxPacket& p) {
@@ -185,6 +221,7 @@ struct PairLink {
                 if (!worker[f.to]) {
                     r.data = f.bytes.data();
                     eng[f.to]->rx_burst(&r, 1, now);
+                    cc_sync(f.to);
                 } else {
                     r.cookie = hold(std::move(f.bytes));
                     r.data = slots[r.cookie].data();
@@ -200,6 +237,7 @@ struct PairLink {
                         }
                     }
                     if (!kept) free_slots.push_back(r.cookie);
+                    cc_sync(f.to);
                 }
                 ++delivered;
             }

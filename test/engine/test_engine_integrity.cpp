@@ -6,8 +6,9 @@
 // byte checked, every completion exactly once and in stream order
 // (doc/spec.md R-SACK-4, R-CSN-3, R-CMPL-1..3, R-ATOMIC-2). The same matrix
 // runs in both arrangements of doc/architecture.md 4: run to completion
-// (copies inline) and pipeline (deferred placement, copies on a worker
-// thread per engine, taking virtual time).
+// (copies and congestion control inline) and pipeline (deferred placement,
+// copies on a worker thread per engine, taking virtual time; the CC core on
+// another thread per engine, R-CC-8).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -42,6 +43,7 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
     const bool pipeline = arr == Arrangement::pipeline;
     EngineConfig cfg;
     cfg.deferred_placement = pipeline;
+    cfg.offload_cc = pipeline;
     cfg.num_paths = npaths;
     cfg.max_payload = 4096;
     cfg.stream_depth = 256;
@@ -68,6 +70,8 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
     if (pipeline) {
         link.enable_pipeline(0);
         link.enable_pipeline(1);
+        link.enable_cc_stage(0);
+        link.enable_cc_stage(1);
         link.place_latency = 1500;  // below the wire delay: copies overlap later arrivals and acks
     }
     uint32_t ca, cb;
@@ -253,8 +257,15 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         CHECK(ea.place_outstanding() == 0);
         CHECK(eb.place_outstanding() == 0);
         CHECK(ea.stats().rx_place_full + eb.stats().rx_place_full == 0);
+        // Every window update went through the CC threads, none was lost.
+        CHECK(ea.stats().cc_feedback > 0);
+        CHECK(link.cc_records == ea.stats().cc_feedback + eb.stats().cc_feedback);
+        CHECK(link.cc_worker[0]->applied() + link.cc_worker[1]->applied() == link.cc_records);
+        CHECK(ea.stats().cc_feedback_full + eb.stats().cc_feedback_full == 0);
+        CHECK(ea.cc_feedback_waiting() + eb.cc_feedback_waiting() == 0);
     } else {
         CHECK(ea.stats().place_jobs + eb.stats().place_jobs == 0);
+        CHECK(ea.stats().cc_feedback + eb.stats().cc_feedback == 0);
     }
 }
 

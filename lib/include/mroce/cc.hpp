@@ -69,6 +69,81 @@ private:
     double limit_ = 0;
 };
 
+// ---- The congestion-control core (doc/architecture.md 4.2, R-CC-8) ----
+//
+// The windows of every path of every connection, behind two narrow records,
+// so the core can run inline on the engine's thread (the engine calls
+// CcCore::apply itself) or on its own lcore, fed over an SPSC ring by the
+// driver (EngineConfig::offload_cc, Engine::take_cc_feedback / cc_update).
+// The engine's scheduler only ever reads the published CcView of a path.
+
+enum class CcEvent : uint8_t {
+    ack,      // an ACK for the path: losses, RTT sample, acked / marked packets
+    timeout,  // the path's retransmission timer fired (R-CC-6)
+    initial,  // the handshake's first window (R-HINT-8), before any transmission
+    reset,    // the path was revived (R-PATH-10): a new window, nothing else
+};
+
+// Engine -> CC core: what one ACK or timer told about one path's window.
+struct CcFeedback {
+    uint32_t slot = 0;          // the path's slot, assigned by the engine
+    uint32_t gen = 0;           // path incarnation: a new value starts the slot's window afresh
+    CcEvent kind = CcEvent::ack;
+    uint8_t pad_ = 0;
+    uint16_t losses = 0;        // SACK-detected losses in this ack (R-SACK-4, R-CC-5)
+    uint32_t acked = 0;         // packets the ack newly acknowledged (at least `marked`)
+    uint32_t marked = 0;        // of them, CE echoed (R-CC-2)
+    uint32_t ack_psn = 0;       // the ack's cumulative PSN
+    uint32_t snd_nxt = 0;       // next PSN the sender will use on the path (ends a round)
+    uint32_t rtt = 0;           // ns, this ack's RTT sample (0: none)
+    uint32_t hint_kbps = 0;     // the receiver's hint, for the window cap (R-HINT-7; 0: no cap)
+    uint16_t active_paths = 0;  // the connection's active paths (R-HINT-7 shares the hint over them)
+    uint16_t pkt_bytes = 0;     // a full data packet (segment + header)
+    float initial = 0;          // CcEvent::initial: the first window, packets
+};
+
+// CC core -> engine: the part of a path's window state the scheduler reads.
+// Every view is the whole state, so a later one supersedes an earlier one.
+struct CcView {
+    uint32_t slot = 0;
+    uint32_t gen = 0;
+    double cwnd = 0;                // usable window in packets (the hint cap applied)
+    uint32_t rounds_since_mark = 0; // 0: marked in this or the last round (R-SCHED-3)
+    uint32_t rounds = 0;            // rounds observed (R-SCHED-5 counts marked ones)
+    uint32_t cuts = 0;
+};
+
+class CcCore {
+public:
+    explicit CcCore(const CcConfig& cfg = {}, size_t slots_hint = 0);
+    // Applies the records in order; out[i] is the path's state after in[i].
+    // Allocates only when a slot beyond all earlier ones appears (a new connection).
+    void apply(const CcFeedback* in, size_t n, CcView* out);
+    CcView apply_one(const CcFeedback& fb) {
+        CcView v;
+        apply(&fb, 1, &v);
+        return v;
+    }
+    // The view of a path no record has reached yet: a fresh window, or the
+    // first window of the handshake (initial > 0) as apply() would make it.
+    static CcView fresh_view(const CcConfig& cfg, uint32_t slot, uint32_t gen, double initial = 0);
+    const PathWindow* window(uint32_t slot) const noexcept {
+        return slot < slots_.size() && slots_[slot].used ? &slots_[slot].w : nullptr;
+    }
+    uint64_t records() const noexcept { return records_; }
+
+private:
+    struct Slot {
+        PathWindow w;
+        uint32_t gen = 0;
+        bool used = false;
+    };
+    static CcView view_of(const PathWindow& w, uint32_t slot, uint32_t gen) noexcept;
+    CcConfig cfg_;
+    std::vector<Slot> slots_;
+    uint64_t records_ = 0;
+};
+
 // Sender-side pacer toward the receiver's hint (R-HINT-5). Rate in kbit/s;
 // 0 means unlimited. Burst allowance in bytes.
 class TokenBucket {

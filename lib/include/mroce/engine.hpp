@@ -159,6 +159,9 @@ struct EngineStats {
     uint64_t connects_refused = 0;
     uint64_t place_jobs = 0;         // payload copies handed to the placement stage (deferred placement)
     uint64_t rx_place_full = 0;      // data dropped unacked: place_depth records outstanding
+    uint64_t cc_feedback = 0;        // window records handed to the CC stage (offload_cc)
+    uint64_t cc_feedback_full = 0;   // records dropped: cc_depth not taken (R-CC-8)
+    uint64_t cc_views_stale = 0;     // views for a path incarnation that is gone, ignored
 };
 
 struct EngineConfig {
@@ -190,6 +193,12 @@ struct EngineConfig {
     // inline (a ring transit costs more than such a copy); their acks keep
     // arrival order behind pending copies all the same.
     uint32_t place_inline_max = 256;
+    // Pipeline arrangement of congestion control (R-CC-8, architecture 4.2):
+    // the engine queues CcFeedback records (take_cc_feedback) for a CcCore
+    // on another stage and schedules on the CcViews it publishes
+    // (cc_update). false: the engine runs its own CcCore inline.
+    bool offload_cc = false;
+    uint32_t cc_depth = 4096;            // feedback records held for the driver (power of two)
 };
 
 class Engine {
@@ -241,6 +250,16 @@ public:
     void placed(const uint32_t* tokens, size_t n, Time now);
     // Received packets whose processing waits for a placement (0: drained).
     size_t place_outstanding() const noexcept;
+
+    // --- congestion-control core on its own stage (EngineConfig::offload_cc) ---
+    // Window feedback (per ACK, timeout, handshake window, path revival), in
+    // order. Drivers take it after every rx_burst and tx_burst and pass it,
+    // in that order, to one CcCore built from config().cc; up to cc_depth
+    // records wait here, beyond that they are dropped and counted.
+    size_t take_cc_feedback(CcFeedback* out, size_t max);
+    // Views that CcCore published (any batching, in its output order).
+    void cc_update(const CcView* views, size_t n);
+    size_t cc_feedback_waiting() const noexcept;
 
     // --- statistics ---
     const EngineStats& stats() const noexcept;
