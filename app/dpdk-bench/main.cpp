@@ -18,9 +18,10 @@
 //   engine  mroce itself: two Engines (max_payload = the payload size) on
 //           DpdkPort + EngineLoop, A streaming 1 MiB RDMA WRITEs to B; the
 //           figure counts completed WRITE bytes (goodput).
-//   pipeline as engine, but B in the pipeline arrangement (deferred
-//           placement, PipelineLoop): both engine loops on the main lcore,
-//           B's payload copies on the worker lcore over rte_rings (2 lcores only).
+//   pipeline as engine, but in the pipeline arrangement: B with deferred
+//           placement (PipelineLoop), both engines with offload_cc; both
+//           engine loops on the main lcore, B's payload copies and both CC
+//           cores on the worker lcore over rte_rings (2 lcores only).
 // One lcore runs TX and RX in turn; two lcores run TX on a worker, RX on main.
 // --memif: the bare loop of net_memif instead, between two forked processes
 // (one lcore each: the client sends prebuilt frames, the server receives and
@@ -240,8 +241,10 @@ struct EngineSide {
     std::unique_ptr<DpdkPort> port;
     std::unique_ptr<Engine> eng;
     std::unique_ptr<EngineLoop<Engine>> loop;
-    // Pipeline mode (receiver only): deferred placement, copies on a placement lcore.
+    // Pipeline mode: the receiver's copies on the worker lcore (deferred
+    // placement); both engines' congestion-control cores there too (offload_cc).
     std::unique_ptr<PlacementRings> rings;
+    std::unique_ptr<CcRings> cc;
     std::unique_ptr<PipelineLoop<Engine>> ploop;
     std::vector<uint8_t> mem;
     uint32_t pd = 0, cq = 0, conn = 0;
@@ -274,9 +277,15 @@ struct EngineRun {
         }
     }
     // Sender pass: loop step, completions, refill.
+    void sender_step() {
+        EngineSide& a = s[0];
+        if (a.cc) cc_exchange(*a.eng, *a.cc);   // views first: this step's TX schedules on them
+        a.loop->step(a.loop->now());
+        if (a.cc) cc_exchange(*a.eng, *a.cc);
+    }
     void sender_pass() {
         EngineSide& a = s[0];
-        a.loop->step(a.loop->now());
+        sender_step();
         Completion c[32];
         const size_t n = a.eng->poll_cq(a.cq, c, 32);
         for (size_t i = 0; i < n; ++i) {
@@ -293,15 +302,24 @@ struct EngineRun {
     }
 };
 
+// The worker lcore of the pipeline mode: B's placement stage and both
+// engines' CC cores, polled in turn.
 struct PlacementRun {
     PlacementStage stage;
+    CcStage cc;
     std::atomic<bool> stop{false};
 };
 
 int placement_lcore(void* arg) {
     auto* p = static_cast<PlacementRun*>(arg);
-    p->stage.run(p->stop);
-    return 0;
+    for (;;) {
+        if (p->stage.poll() + p->cc.poll()) continue;
+        if (p->stop.load(std::memory_order_acquire)) {
+            while (p->stage.poll() + p->cc.poll()) {}   // nothing left on a ring (mbufs among it)
+            return 0;
+        }
+        rte_pause();
+    }
 }
 
 int engine_tx_lcore(void* arg) {
@@ -311,7 +329,8 @@ int engine_tx_lcore(void* arg) {
 }
 
 // pipeline: B runs the pipeline arrangement, its payload copies on the worker
-// lcore; both engine loops share the main lcore (as with lcores == 1).
+// lcore, and both engines' CC cores run there too (R-CC-8); both engine
+// loops share the main lcore (as with lcores == 1).
 Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, bool pipeline = false) {
     EngineRun r;
     PlacementRun placement;
@@ -326,10 +345,15 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, boo
         ec.max_payload = uint16_t(payload);
         ec.rate_hints = false;   // the ceiling of the transport, not of a configured capacity
         ec.deferred_placement = pipeline && i == 1;
+        ec.offload_cc = pipeline;
         sd.eng = std::make_unique<Engine>(ec);
+        if (ec.offload_cc) {
+            sd.cc = std::make_unique<CcRings>(fmt::format("cc{}_{}", i, idx), sd.eng->config().cc);
+            placement.cc.add(*sd.cc);
+        }
         if (ec.deferred_placement) {
             sd.rings = std::make_unique<PlacementRings>(fmt::format("b_pl{}", idx), sd.eng->config().place_depth);
-            sd.ploop = std::make_unique<PipelineLoop<Engine>>(*sd.port, *sd.eng, *sd.rings);
+            sd.ploop = std::make_unique<PipelineLoop<Engine>>(*sd.port, *sd.eng, *sd.rings, *sd.cc);
             placement.stage.add(*sd.rings);
         }
         sd.loop = std::make_unique<EngineLoop<Engine>>(*sd.port, *sd.eng);
@@ -391,7 +415,7 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, boo
     const auto qdl = Clock::now() + std::chrono::seconds(2);
     r.posted = r.completed;   // post no more
     while (Clock::now() < qdl) {
-        r.s[0].loop->step(r.s[0].loop->now());
+        r.sender_step();
         Completion c[32];
         r.s[0].eng->poll_cq(r.s[0].cq, c, 32);
         r.receiver_pass();
@@ -405,6 +429,7 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, boo
     for (auto& sd : r.s) {
         sd.ploop.reset();
         sd.rings.reset();
+        sd.cc.reset();
         sd.loop.reset();
         sd.eng.reset();
     }

@@ -53,8 +53,9 @@ struct ProcSide {
     // for our UDP port in a namespace with addresses): drops of non-IPv4 and
     // non-UDP frames are expected then; anything else dropped is a fault.
     bool kernel_link = false;
-    // Pipeline arrangement: deferred placement, PipelineLoop on the main
-    // lcore, the copies on the next EAL lcore (eal_args must give one).
+    // Pipeline arrangement: deferred placement and offloaded CC,
+    // PipelineLoop on the main lcore, the copies on the next EAL lcore and
+    // the CC core on the one after (eal_args must give both).
     bool pipeline = false;
 };
 
@@ -111,6 +112,7 @@ inline int run_proc_side(const ProcSide& ps) {
 
         EngineConfig cfg = integrity_engine_config(ps.max_payload);
         cfg.deferred_placement = ps.pipeline;
+        cfg.offload_cc = ps.pipeline;
         Engine eng(cfg);
         LossyEngine lossy(eng, ps.loss, ps.seed * (ps.requester ? 3 : 5) + 1);
         if (!ps.pipeline) {
@@ -118,7 +120,8 @@ inline int run_proc_side(const ProcSide& ps) {
             return run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [] { return uint64_t(0); });
         }
         dpdk::PlacementRings rings("proc_pl", eng.config().place_depth);
-        dpdk::PipelineLoop<LossyEngine> loop(dp, lossy, rings);
+        dpdk::CcRings cc_rings("proc_cc", eng.config().cc);
+        dpdk::PipelineLoop<LossyEngine> loop(dp, lossy, rings, cc_rings);
         struct Placement {
             dpdk::PlacementStage stage;
             std::atomic<bool> stop{false};
@@ -134,10 +137,37 @@ inline int run_proc_side(const ProcSide& ps) {
                 },
                 &pl, lc) != 0)
             throw dpdk::DpdkError("rte_eal_remote_launch failed");
+        struct CcLcore {
+            dpdk::CcStage stage;
+            std::atomic<bool> stop{false};
+        } cc;
+        cc.stage.add(cc_rings);
+        const unsigned lc_cc = rte_get_next_lcore(lc, 1, 0);
+        if (lc_cc >= RTE_MAX_LCORE) throw dpdk::DpdkError("pipeline needs a third EAL lcore (the CC core)");
+        if (rte_eal_remote_launch(
+                [](void* arg) {
+                    auto* p = static_cast<CcLcore*>(arg);
+                    p->stage.run(p->stop);
+                    return 0;
+                },
+                &cc, lc_cc) != 0)
+            throw dpdk::DpdkError("rte_eal_remote_launch failed");
         const int rc = run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [&] { return loop.outstanding(); });
+        while (eng.cc_feedback_waiting()) dpdk::cc_exchange(lossy, cc_rings);
         pl.stop.store(true, std::memory_order_release);
+        cc.stop.store(true, std::memory_order_release);
         rte_eal_wait_lcore(lc);
+        rte_eal_wait_lcore(lc_cc);
         if (rc != 0) return rc;
+        std::printf("%s: pipeline: %llu window records on CC lcore %u\n", who,
+                    (unsigned long long)cc_rings.core().records(), lc_cc);
+        if (cc_rings.core().records() != eng.stats().cc_feedback || eng.stats().cc_feedback == 0 ||
+            eng.stats().cc_feedback_full != 0) {
+            std::fprintf(stderr, "%s: CC core: %llu records applied, %llu fed, %llu dropped\n", who,
+                         (unsigned long long)cc_rings.core().records(), (unsigned long long)eng.stats().cc_feedback,
+                         (unsigned long long)eng.stats().cc_feedback_full);
+            return 10;
+        }
         std::printf("%s: pipeline: %llu copies on lcore %u\n", who, (unsigned long long)pl.stage.copies(), lc);
         if (pl.stage.copies() != loop.jobs_sent() || eng.stats().place_jobs != loop.jobs_sent() ||
             eng.place_outstanding() != 0 || (!ps.requester && pl.stage.copies() == 0)) {

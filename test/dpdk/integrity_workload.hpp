@@ -55,6 +55,9 @@ public:
     // Pipeline arrangement (PipelineLoop): the cookies survive the compaction above.
     size_t take_place_jobs(PlaceJob* out, size_t max) { return e_.take_place_jobs(out, max); }
     void placed(const uint32_t* tokens, size_t n, Time now) { e_.placed(tokens, n, now); }
+    // Pipeline arrangement with the CC core on its own lcore (R-CC-8).
+    size_t take_cc_feedback(CcFeedback* out, size_t max) { return e_.take_cc_feedback(out, max); }
+    void cc_update(const CcView* v, size_t n) { e_.cc_update(v, n); }
     uint64_t dropped() const noexcept { return dropped_; }
 
 private:

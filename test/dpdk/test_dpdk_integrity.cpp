@@ -8,7 +8,8 @@
 // all be back in their pools at its end. Every case runs in both lcore
 // arrangements: run to completion (EngineLoop, one lcore) and pipeline
 // (PipelineLoop on lcore 0, both engines' payload copies on a placement
-// lcore, rte_rings between them; pipeline.hpp).
+// lcore, both engines' congestion-control cores on a CC lcore, rte_rings
+// between them; pipeline.hpp, cc_stage.hpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -49,8 +50,9 @@ struct Ports {
     Ports() {
         EalConfig ec;
         ec.program = "mroce-test-dpdk-integrity";
-        // Two lcores floating over the (at least) two CPUs CI has: lcore 1 is the placement stage.
-        ec.args = {"--lcores", "(0,1)@(0,1)", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning"};
+        // Three lcores floating over the (at least) two CPUs CI has: lcore 1
+        // is the placement stage, lcore 2 the CC core.
+        ec.args = {"--lcores", "(0,1,2)@(0,1)", "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning"};
         ec.file_prefix = fmt::format("mroce-test-integ-{}", ::getpid());
         eal_init(ec);
         rings.emplace("i", 1, kRing);
@@ -101,6 +103,30 @@ struct PlacementLcore {
     }
 };
 
+// The CC lcore of the pipeline arrangement, serving both engines (R-CC-8).
+struct CcLcore {
+    CcStage stage;
+    std::atomic<bool> stop{false};
+    unsigned lcore = RTE_MAX_LCORE;
+    explicit CcLcore(CcRings& a, CcRings& b) {
+        stage.add(a);
+        stage.add(b);
+        lcore = rte_get_next_lcore(rte_get_next_lcore(-1, 1, 0), 1, 0);
+        REQUIRE(lcore < RTE_MAX_LCORE);
+        REQUIRE(rte_eal_remote_launch(
+                    [](void* arg) {
+                        auto* self = static_cast<CcLcore*>(arg);
+                        self->stage.run(self->stop);
+                        return 0;
+                    },
+                    this, lcore) == 0);
+    }
+    ~CcLcore() {
+        stop.store(true, std::memory_order_release);
+        rte_eal_wait_lcore(lcore);
+    }
+};
+
 template <class LoopA, class LoopB>
 void drive(double loss, uint64_t seed, Engine& ea, Engine& eb, LossyEngine& la, LossyEngine& lb, LoopA& loop_a,
            LoopB& loop_b, const Workload& w, std::vector<uint8_t>* mem, const uint64_t* base, const PoolUsage* u0,
@@ -115,22 +141,36 @@ void run_case(double loss, uint64_t seed, Arrangement arr) {
     const uint64_t base[2] = {uint64_t(uintptr_t(mem[0].data())), uint64_t(uintptr_t(mem[1].data()))};
     EngineConfig cfg = integrity_engine_config(4096);
     cfg.deferred_placement = arr == Arrangement::pipeline;
+    cfg.offload_cc = arr == Arrangement::pipeline;
     Engine ea(cfg), eb(cfg);
     LossyEngine la(ea, loss, seed * 3 + 1), lb(eb, loss, seed * 5 + 2);
     if (arr == Arrangement::run_to_completion) {
         EngineLoop<LossyEngine> loop_a(*P.p[0], la), loop_b(*P.p[1], lb);
         drive(loss, seed, ea, eb, la, lb, loop_a, loop_b, w, mem, base, u0, [] { return uint64_t(0); });
         CHECK(ea.stats().place_jobs + eb.stats().place_jobs == 0);
+        CHECK(ea.stats().cc_feedback + eb.stats().cc_feedback == 0);
     } else {
         PlacementRings ra("pl_a", cfg.place_depth), rb("pl_b", cfg.place_depth);
-        PipelineLoop<LossyEngine> loop_a(*P.p[0], la, ra), loop_b(*P.p[1], lb, rb);
-        uint64_t copies = 0;
+        CcRings cca("cc_a", ea.config().cc), ccb("cc_b", eb.config().cc);
+        PipelineLoop<LossyEngine> loop_a(*P.p[0], la, ra, cca), loop_b(*P.p[1], lb, rb, ccb);
+        uint64_t copies = 0, cc_records = 0;
         {
             PlacementLcore worker(ra, rb);
+            CcLcore cc(cca, ccb);
             drive(loss, seed, ea, eb, la, lb, loop_a, loop_b, w, mem, base, u0,
                   [&] { return loop_a.outstanding() + loop_b.outstanding(); });
+            // Hand over the last feedback; the CC lcore stops once its rings are empty.
+            while (ea.cc_feedback_waiting() + eb.cc_feedback_waiting()) {
+                cc_exchange(la, cca);
+                cc_exchange(lb, ccb);
+            }
             copies = worker.stage.copies();
         }
+        // Every window update went through the CC lcore, none was dropped.
+        cc_records = cca.core().records() + ccb.core().records();
+        CHECK(ea.stats().cc_feedback > 0);
+        CHECK(cc_records == ea.stats().cc_feedback + eb.stats().cc_feedback);
+        CHECK(ea.stats().cc_feedback_full + eb.stats().cc_feedback_full == 0);
         // Every copy went through the placement lcore and came back.
         CHECK(eb.stats().place_jobs > 0);
         CHECK(loop_a.jobs_sent() + loop_b.jobs_sent() == ea.stats().place_jobs + eb.stats().place_jobs);
@@ -138,8 +178,10 @@ void run_case(double loss, uint64_t seed, Arrangement arr) {
         CHECK(ea.place_outstanding() == 0);
         CHECK(eb.place_outstanding() == 0);
         // A descheduled placement lcore fills the queue: drops, then loss recovery (R-ACK-7), not a fault.
-        WARN(fmt::format("pipeline: {} copies on lcore {}, {} dropped for a full placement queue", copies,
-                         rte_get_next_lcore(-1, 1, 0), ea.stats().rx_place_full + eb.stats().rx_place_full));
+        WARN(fmt::format("pipeline: {} copies on lcore {}, {} dropped for a full placement queue; {} window "
+                         "records on the CC lcore",
+                         copies, rte_get_next_lcore(-1, 1, 0), ea.stats().rx_place_full + eb.stats().rx_place_full,
+                         cc_records));
     }
 }
 

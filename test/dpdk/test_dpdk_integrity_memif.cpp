@@ -45,9 +45,9 @@ void run_memif(double loss, uint64_t seed, bool pipeline) {
         // by the server's RX with slots past the ring head: stale frames replayed
         // by the million, garbage, and eventually a crash. With the default 2 KiB
         // buffers and mixed frame sizes this happens within a second.
-        // One CPU each: both busy-poll. Pipeline: a placement lcore beside
-        // each engine lcore, all four floating over the two CPUs.
-        const std::string lcores = pipeline ? "(0,1)@(0,1)" : (server ? "0" : "1");
+        // One CPU each: both busy-poll. Pipeline: a placement lcore and a CC
+        // lcore beside each engine lcore, all six floating over the two CPUs.
+        const std::string lcores = pipeline ? "(0,1,2)@(0,1)" : (server ? "0" : "1");
         ps.eal_args = {pipeline ? "--lcores" : "-l", lcores, "--no-huge", "--no-pci", "-m", "256", "--log-level", "lib.eal:warning",
                        fmt::format("--vdev=net_memif0,role={},id=0,socket={},socket-abstract=no,mac={},bsize=8192",
                                    server ? "server" : "client", sock, server ? kMacServer : kMacClient)};

@@ -29,6 +29,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "mroce/dpdk/cc_stage.hpp"
 #include "mroce/dpdk/eal.hpp"
 #include "mroce/dpdk/loop.hpp"
 #include "mroce/dpdk/port.hpp"
@@ -140,7 +141,9 @@ private:
 };
 
 // Engine lcore of the pipeline arrangement: like EngineLoop, but payload
-// copies leave on the work ring with their mbufs and tokens come back.
+// copies leave on the work ring with their mbufs and tokens come back; with
+// cc rings (an engine built with offload_cc) window feedback leaves for the
+// CC lcore and its views come back (cc_stage.hpp).
 template <PlacingEngine Eng>
 class PipelineLoop {
 public:
@@ -150,8 +153,24 @@ public:
 
     PipelineLoop(DpdkPort& port, Eng& eng, PlacementRings& rings, uint16_t rxq = 0, uint16_t txq = 0)
         : port_(port), eng_(eng), rings_(rings), rxq_(rxq), txq_(txq) {}
+    PipelineLoop(DpdkPort& port, Eng& eng, PlacementRings& rings, CcRings& cc, uint16_t rxq = 0, uint16_t txq = 0)
+        requires CcOffloadingEngine<Eng>
+        : port_(port), eng_(eng), rings_(rings), cc_(&cc), rxq_(rxq), txq_(txq) {}
 
     size_t step(Time now) {
+        const size_t moved_cc = cc_pass();   // views first: this pass's TX schedules on them
+        return step_io(now) + moved_cc + cc_pass();   // then what RX and TX fed back
+    }
+
+private:
+    size_t cc_pass() {
+        if constexpr (CcOffloadingEngine<Eng>) {
+            if (cc_) return cc_exchange(eng_, *cc_);
+        }
+        return 0;
+    }
+
+    size_t step_io(Time now) {
         // Finished copies first: their acks go out in this pass's TX.
         const unsigned nd =
             rte_ring_sc_dequeue_burst_elem(rings_.done(), done_, sizeof(uint32_t), kDoneBurst, nullptr);
@@ -207,6 +226,7 @@ public:
         return moved + nd;
     }
 
+public:
     template <class App, class Stop>
     void run(App&& app, Stop&& stop) {
         while (!stop()) {
@@ -225,6 +245,7 @@ private:
     DpdkPort& port_;
     Eng& eng_;
     PlacementRings& rings_;
+    CcRings* cc_ = nullptr;
     uint16_t rxq_, txq_;
     TscClock clock_;
     RxPacket rx_[kRxBurst];
