@@ -316,9 +316,11 @@ TEST_CASE("a new flow gets an equal share of a long flow's bottleneck (R-HINT-2,
     Time settled = kNever;
     double last_ratio = 0, worst_after = 1;
     auto prev = snapshot(flows);
+    std::vector<uint64_t> half;  // placed bytes at the start of the second half
     for (int k = 1; k <= 100; ++k) {
         run_flows(fab, flows, joined + Time(k) * w);
         const auto cur = snapshot(flows);
+        if (k == 50) half = cur;
         const auto r = rates_gbps(prev, cur, w);
         prev = cur;
         last_ratio = r[0] > 0 ? r[1] / r[0] : 0;
@@ -331,6 +333,15 @@ TEST_CASE("a new flow gets an equal share of a long flow's bottleneck (R-HINT-2,
          << (settled == kNever ? -1.0 : double(settled) / double(base_rtt)) << " base RTTs (" << base_rtt
          << " ns); final ratio " << last_ratio << ", worst after settling " << worst_after << ", max queue "
          << fab.link(topo.bottleneck).counters().max_queue_bytes << " B");
+    // Equal shares: over the second half (500 RTTs) the two flows' goodputs
+    // are within 2% of each other, and together they fill the link.
+    const auto end = snapshot(flows);
+    const auto share = rates_gbps(half, end, 50 * w);
+    WARN(arrangement(offload) << ": second half goodput long " << share[0] << " Gbit/s, new " << share[1]
+                              << " Gbit/s, ratio " << share[1] / share[0]);
+    CHECK(share[1] / share[0] >= 0.98);
+    CHECK(share[1] / share[0] <= 1.02);
+    CHECK(share[0] + share[1] >= 0.9 * 95.0);
     CHECK(settled <= 50 * base_rtt);
     for (Flow& f : flows) CHECK(f.errors == 0);
     for (const auto& n : tx) CHECK(cc_arrangement_ran(n->eng));
