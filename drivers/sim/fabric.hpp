@@ -403,6 +403,7 @@ struct PlanesTopology {
     std::vector<LinkId> down;        // [host index * planes + plane]: leaf -> host
     std::vector<LinkId> leaf_spine;  // [(plane * leaves + leaf) * spines + spine]
     std::vector<LinkId> spine_leaf;  // [(plane * spines + spine) * leaves + leaf]
+    uint64_t ecmp_seed = 0;          // what the router hashes with (ecmp_pick's seed)
     std::vector<LinkId> plane_links(uint16_t plane) const;
     void set_plane_up(Fabric& fab, uint16_t plane, bool up) const;
 };

@@ -150,7 +150,8 @@ PlanesTopology build_planes(Fabric& fab, std::span<const HostId> hosts, const Pl
                 t.spine_leaf[(size_t(p) * cfg.spines + s) * t.leaves + l] =
                     fab.add_link(named(cfg.spine_link, tag + ".down"));
             }
-    fab.set_router([index = host_index(hosts), t, seed = splitmix64(fab.seed() ^ 0xec3bull)](
+    t.ecmp_seed = splitmix64(fab.seed() ^ 0xec3bull);
+    fab.set_router([index = host_index(hosts), t, seed = t.ecmp_seed](
                        HostId src, HostId dst, uint16_t path, uint16_t entropy, LinkId* out) -> size_t {
         const uint32_t si = lookup(index, src), di = lookup(index, dst);
         if (si == UINT32_MAX || di == UINT32_MAX || si == di) return 0;

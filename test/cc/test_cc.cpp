@@ -450,3 +450,99 @@ TEST_CASE("initial window from the handshake stays within [min_cwnd, init_cwnd] 
     w.set_initial(1000);
     CHECK(w.cwnd() == cc.init_cwnd);
 }
+
+namespace {
+
+struct RerouteResult {
+    double gbps = 0;              // goodput in the late window
+    double hot_share = 0;         // of the sender leaf's spine-bound packets, on the hot spine, late window
+    uint64_t rerouted = 0;        // all paths
+    std::vector<uint16_t> final_spine;
+    uint16_t hot = 0;
+};
+
+// One plane, 4 spines, 4 paths. The spine that path 0's first route (entropy
+// 0) hashes to is a hot spot from the sender's leaf: a fifth of the rate and
+// marking as soon as anything queues.
+RerouteResult run_reroute(uint32_t reroute_after_marks, bool offload) {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    cfg.reroute_after_marks = reroute_after_marks;
+    cfg.offload_cc = offload;
+    Fabric fab(41);
+    Node a(cfg, 1 << 20), b(cfg, 1 << 20);
+    a.host = fab.add_host(a.eng);
+    b.host = fab.add_host(b.eng);
+    PlanesConfig pc;
+    pc.planes = 1;
+    pc.spines = 4;
+    pc.host_link.rate_bps = 100 * kGbps;
+    pc.host_link.delay = 1'000;
+    pc.spine_link.rate_bps = 25 * kGbps;
+    pc.spine_link.delay = 2'000;
+    pc.spine_link.capacity_bytes = 2 << 20;
+    pc.spine_link.ecn_threshold_bytes = kEcnK;
+    const std::vector<HostId> hosts = {a.host, b.host};
+    const PlanesTopology topo = build_planes(fab, hosts, pc);
+    RerouteResult r;
+    auto spine_of = [&](uint16_t entropy) { return ecmp_pick(topo.ecmp_seed, 0, a.host, b.host, entropy, 4); };
+    r.hot = spine_of(0);
+    auto up_link = [&](uint16_t spine) -> Link& { return fab.link(topo.leaf_spine[size_t(0) * 4 + spine]); };
+    up_link(r.hot).set_rate(5 * kGbps);
+    up_link(r.hot).set_ecn_threshold(8 << 10);
+    std::vector<Flow> flows(1);
+    flows[0].src = &a;
+    flows[0].dst = &b;
+    flows[0].msg = 1 << 20;
+    REQUIRE(connect_all(fab, flows, 100'000'000));
+    flows[0].start();
+    run_flows(fab, flows, fab.now() + 3'000'000, 10'000);
+    for (uint16_t s = 0; s < 4; ++s) up_link(s).reset_counters();
+    const uint64_t b0 = flows[0].rx_bytes();
+    const Time t0 = fab.now();
+    run_flows(fab, flows, t0 + 3'000'000, 10'000);
+    r.gbps = double(flows[0].rx_bytes() - b0) * 8.0 / double(fab.now() - t0);
+    uint64_t total = 0;
+    for (uint16_t s = 0; s < 4; ++s) total += up_link(s).counters().tx_packets;
+    r.hot_share = double(up_link(r.hot).counters().tx_packets) / double(total);
+    for (uint16_t p = 0; p < 4; ++p) {
+        PathStats ps;
+        a.eng.path_stats(flows[0].src_conn, p, ps);
+        r.rerouted += ps.rerouted;
+        r.final_spine.push_back(spine_of(ps.entropy));
+    }
+    CHECK(flows[0].errors == 0);
+    CHECK(cc_arrangement_ran(a.eng));
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("re-routing: a path that stays congested moves to a new ECMP route (R-SCHED-5)", "[cc][sched]") {
+    const bool offload = GENERATE(false, true);
+    INFO(arrangement(offload));
+    const RerouteResult off = run_reroute(0, offload);
+    const RerouteResult on = run_reroute(3, offload);
+    auto show = [](const RerouteResult& r) {
+        std::ostringstream o;
+        o << r.gbps << " Gbit/s, hot spine " << r.hot << " share " << r.hot_share << ", rerouted " << r.rerouted
+          << ", final spines";
+        for (uint16_t s : r.final_spine) o << ' ' << s;
+        return o.str();
+    };
+    WARN(arrangement(offload) << ": re-routing off: " << show(off) << "; on (after 3 marked rounds): " << show(on));
+    // Without re-routing path 0 stays on the hot spine; the scheduler only
+    // steers most of its load away (R-SCHED-3).
+    CHECK(off.rerouted == 0);
+    CHECK(off.final_spine[0] == off.hot);
+    // With it, every path ends on an uncongested spine, the hot one carries
+    // a few percent (a path re-routed onto it again leaves it after 3 marked
+    // rounds), and the connection gains the capacity of the spine it avoids.
+    // (Paths that hash onto one spine mark each other too and move on: the
+    // count of re-routes is far above the one path that started on the hot spot.)
+    CHECK(on.rerouted >= 1);
+    for (uint16_t s : on.final_spine) CHECK(s != on.hot);
+    CHECK(on.hot_share < 0.05);
+    CHECK(on.hot_share < off.hot_share / 4);
+    CHECK(on.gbps >= 1.5 * off.gbps);
+}
