@@ -91,6 +91,9 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
         return;   // up, ours with the same arguments, or brought up by the embedding program
     }
     std::vector<std::string> args = split_blanks(cfg.dpdk.eal_args);
+    if (const std::string bad = dpdk::memif_buffer_problem(args, 14 + 20 + 8 + 72 + cfg.engine.max_payload);
+        !bad.empty())
+        throw Error(who + ": key 'eal_args': " + bad);
     const std::string pci = pci_of(args, cfg.dpdk.port);
     // One busy lcore: manual progress and the automatic engine thread both drive
     // the engine from one thread (the EAL main lcore in manual mode).

@@ -41,6 +41,34 @@ bool hugetlbfs_mounted() {
 
 }  // namespace
 
+std::string memif_buffer_problem(const std::vector<std::string>& args, uint32_t frame_bytes) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string_view a = args[i];
+        if (a == "--vdev" && i + 1 < args.size()) a = args[++i];
+        else if (a.substr(0, 7) == "--vdev=") a.remove_prefix(7);
+        else continue;
+        if (a.substr(0, 9) != "net_memif") continue;
+        uint64_t bsize = 2048;   // DPDK's net_memif default
+        size_t pos = 0;
+        while ((pos = a.find("bsize=", pos)) != std::string_view::npos) {
+            if (pos == 0 || a[pos - 1] == ',') {
+                bsize = 0;
+                for (size_t k = pos + 6; k < a.size() && a[k] >= '0' && a[k] <= '9'; ++k)
+                    bsize = std::min<uint64_t>(bsize * 10 + uint64_t(a[k] - '0'), 1u << 30);
+            }
+            pos += 6;
+        }
+        if (bsize < frame_bytes) {
+            const std::string vdev(a.substr(0, a.find(',')));
+            return vdev + ": memif buffers of " + std::to_string(bsize) + " B (bsize) are smaller than a frame of " +
+                   std::to_string(frame_bytes) +
+                   " B; DPDK 22.11's net_memif corrupts frames that span buffers: add bsize=" +
+                   std::to_string(frame_bytes <= 8192 ? 8192 : frame_bytes) + " (or more) to the --vdev";
+        }
+    }
+    return {};
+}
+
 uint64_t free_hugepage_bytes() {
     namespace fs = std::filesystem;
     if (!hugetlbfs_mounted()) return 0;

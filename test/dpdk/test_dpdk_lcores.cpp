@@ -14,6 +14,7 @@
 
 #include <set>
 
+#include "mroce/dpdk/eal.hpp"
 #include "mroce/dpdk/lcores.hpp"
 
 using namespace mroce::dpdk;
@@ -198,4 +199,23 @@ TEST_CASE("lcores: hwloc adapter finds cores, SMT siblings, NUMA nodes and the N
     CHECK(ch.cpus == std::vector<unsigned>{2, 3});
     CHECK_FALSE(ch.shared_core);
     CHECK_FALSE(ch.remote_numa);
+}
+
+// Configuration check, no EAL: frames must fit one net_memif buffer (DPDK
+// 22.11 corrupts frames that span buffers; test_dpdk_memif.cpp shows it).
+TEST_CASE("eal args: net_memif buffers smaller than a frame are refused, naming bsize", "[dpdk][eal]") {
+    const uint32_t frame = 14 + 20 + 8 + 72 + 4096;
+    using V = std::vector<std::string>;
+    const std::string dflt = memif_buffer_problem({"--no-huge", "--vdev=net_memif0,role=server,id=0"}, frame);
+    CHECK(dflt.find("net_memif0") != std::string::npos);
+    CHECK(dflt.find("2048 B (bsize)") != std::string::npos);
+    CHECK(dflt.find("bsize=8192") != std::string::npos);
+    CHECK_FALSE(memif_buffer_problem(V{"--vdev", "net_memif1,role=client,bsize=4096"}, frame).empty());
+    CHECK(memif_buffer_problem(V{"--vdev=net_memif0,role=server,bsize=8192"}, frame).empty());
+    CHECK(memif_buffer_problem(V{"--vdev", "net_memif0,bsize=8192,role=client"}, frame).empty());
+    // Small frames fit the default; other vdevs and look-alike keys are not memif's bsize.
+    CHECK(memif_buffer_problem(V{"--vdev=net_memif0,role=server"}, 14 + 20 + 8 + 72 + 1024).empty());
+    CHECK(memif_buffer_problem(V{"--vdev=net_ring0", "--vdev=net_af_packet0,iface=veth0"}, frame).empty());
+    CHECK_FALSE(memif_buffer_problem(V{"--vdev=net_memif0,xbsize=9000"}, frame).empty());
+    CHECK(memif_buffer_problem(V{}, frame).empty());
 }

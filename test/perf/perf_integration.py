@@ -274,8 +274,11 @@ def case_dpdk_verify(op, loss, queues="1"):
 def case_dpdk_bad_config():
     """Values the EAL or the port refuse at open time: exit 1, the key and the reason named."""
     sock = f"/tmp/mroce-perf-badcfg-{os.getpid()}.sock"
-    memif = f"--vdev=net_memif0,role=server,id=0,socket={sock},socket-abstract=no"
+    memif = f"--vdev=net_memif0,role=server,id=0,socket={sock},socket-abstract=no,bsize=8192"
+    small_memif = f"--vdev=net_memif0,role=server,id=0,socket={sock},socket-abstract=no"
     cases = [
+        (f"eal_args = --no-huge --no-pci {small_memif}\n",
+         "key 'eal_args': net_memif0: memif buffers of 2048 B (bsize) are smaller than a frame of 4210 B"),
         ("eal_args = --no-huge --no-pci --vdev=net_nosuch0\n", "keys 'eal_args' / 'lcores': rte_eal_init failed"),
         (f"eal_args = --no-huge --no-pci {memif}\ndpdk_port = net_ring7\n",
          "key 'dpdk_port': no port named 'net_ring7' (ports: 0 (net_memif0))"),

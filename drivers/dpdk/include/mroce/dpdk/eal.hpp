@@ -51,6 +51,13 @@ bool eal_initialised() noexcept;
 // rte_eal_cleanup(); every port and pool must be gone first.
 void eal_cleanup() noexcept;
 
+// net_memif vdevs in EAL arguments whose buffers (bsize, DPDK's default 2048)
+// are smaller than a frame of frame_bytes: DPDK 22.11's memif corrupts frames
+// that span buffers (a multi-buffer frame leaves a stale chain flag in its
+// first descriptor on the client-to-server ring; later frames in that slot
+// pick up garbage). Returns what is wrong, empty when nothing is.
+std::string memif_buffer_problem(const std::vector<std::string>& args, uint32_t frame_bytes);
+
 // Free hugepage bytes over all page sizes, 0 when none or no hugetlbfs mount.
 uint64_t free_hugepage_bytes();
 
