@@ -44,6 +44,7 @@ void CcCore::apply(const CcFeedback* in, size_t n, CcView* out) {
         PathWindow& w = s.w;
         switch (f.kind) {
         case CcEvent::ack:
+            if (f.undo) w.on_spurious_timeout(f.marked > 0);  // before this ack's own update (R-CC-9)
             for (uint32_t k = 0; k < f.losses; ++k) w.on_loss();
             if (f.rtt) w.on_rtt(f.rtt);
             w.on_ack(f.acked, cfg_.ecn ? f.marked : 0, f.ack_psn, f.snd_nxt);

@@ -18,6 +18,7 @@ void PathWindow::reset() noexcept {
     cut_this_round_ = false;
     min_rtt_ = 0;  // a revived path may have a new route
     limit_ = 0;
+    undo_cwnd_ = 0;
 }
 
 void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept {
@@ -50,6 +51,9 @@ void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint3
         cut_this_round_ = false;
         ++rounds_;
     }
+    // R-CC-9: an ACK of data ends the chance to undo a timeout: FIFO on one
+    // path means originals still unacknowledged by now were lost.
+    if (acked > 0) undo_cwnd_ = 0;
 }
 
 void PathWindow::on_loss() noexcept {
@@ -58,11 +62,28 @@ void PathWindow::on_loss() noexcept {
 }
 
 void PathWindow::on_timeout() noexcept {
+    // R-CC-9: a second timeout before the first is resolved keeps the window
+    // from before the first (that is what an undo returns to).
+    if (undo_cwnd_ == 0) undo_cwnd_ = cwnd_;
     // R-CC-6: a timeout restarts the path from the minimum window.
     cwnd_ = cfg_.min_cwnd;
     round_open_ = false;
     round_acked_ = round_marked_ = 0;
     cut_this_round_ = false;
+}
+
+bool PathWindow::on_spurious_timeout(bool marked) noexcept {
+    const double before = undo_cwnd_;
+    undo_cwnd_ = 0;
+    if (before == 0) return false;
+    // R-CC-9: a delay with CE marks is a queue: congestion, the cut stands.
+    if (cfg_.ecn && (marked || rounds_since_mark_ == 0)) return false;
+    // The packets were delayed, not lost (e.g. a peer descheduled longer
+    // than the RTO) and nothing said the path is congested. Round accounting
+    // stays restarted; alpha was never touched by the timeout.
+    cwnd_ = std::max(cwnd_, before);
+    ++undos_;
+    return true;
 }
 
 }  // namespace mroce

@@ -33,9 +33,18 @@ struct TxPath {
     PathStateKind state = PathStateKind::active;
     uint16_t entropy = 0;
     uint32_t snd_nxt = 0;
-    uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise)
+    uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
     uint32_t consecutive_timeouts = 0;
+    // R-TIMER-7: while a timeout is pending, [rto_psn, rto_end) are the PSNs
+    // it declared lost that no ACK has yet shown received; the advertised
+    // floor stays at rto_psn, so a late ACK's cum_psn is a receipt. Such an
+    // ACK delivers their CSNs and may prove the timeout spurious (once:
+    // rto_undone). Pending ends when post-timeout data is acknowledged.
+    uint32_t rto_psn = 0;
+    uint32_t rto_end = 0;
+    bool rto_pending = false;
+    bool rto_undone = false;
     uint32_t probe_seq = 0;
     Time next_probe = 0;
     Time srtt = 0;
@@ -58,6 +67,11 @@ struct TxPath {
     uint64_t sched_score = 0;    // (inflight + 1) * sched_step
     std::array<PathTxSlot, kPathRing> ring{};
 };
+
+// R-PATH-5, R-TIMER-7: the path_floor DATA carries, and the base of the SACK
+// span (R-SACK-2): snd_una, or while a timeout is pending the lowest PSN it
+// declared lost that is not yet known to be received.
+inline uint32_t tx_floor(const TxPath& p) { return p.rto_pending ? p.rto_psn : p.snd_una; }
 
 enum class CsnState : uint8_t { free, inflight, lost, delivered };
 
@@ -331,6 +345,7 @@ struct Engine::Impl {
     void rx_one(const RxPacket& p, Time now);
     void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
     void rx_ack(Conn& c, const wire::Packet& pk, Time now);
+    bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
     void rx_nak(Conn& c, const wire::Packet& pk);
     void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
     void rx_connect_ack(Conn& c, const wire::Packet& pk, Time now);

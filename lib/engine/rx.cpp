@@ -93,6 +93,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
             p.consecutive_timeouts = 0;
+            p.rto_pending = false;
             cc_fresh(*c, p, pi);
             const Time rtt = Time(uint32_t(now) - pk.probe.ts);
             rtt_sample(p, rtt);
@@ -763,6 +764,36 @@ void Engine::Impl::rtt_sample(TxPath& p, Time r) {
     p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
 }
 
+// R-TIMER-7: an ACK of PSNs a timeout already declared lost (below snd_una).
+// While the timeout is pending the floor stays at rto_psn (tx_floor), so the
+// receiver's cum_psn above it is a receipt, as are SACK bits. Received
+// originals' CSNs are delivered, so their queued retransmissions are dropped
+// (R-SACK-3), and the floor moves up to what is known. Returns true if the
+// timeout was spurious: the packet whose timer expired had arrived.
+bool Engine::Impl::rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now) {
+    // The span rule (R-SACK-2 from tx_floor) keeps every slot of the range unreused.
+    auto late = [&](uint32_t psn) {
+        if (!wire::seq_lt(psn, p.rto_psn) && wire::seq_lt(psn, p.rto_end))
+            delivered(c, p.ring[psn & (kPathRing - 1)].csn);
+    };
+    for (uint32_t w = 0; w < 4; ++w)
+        for (uint64_t bits = a.sack[w]; bits; bits &= bits - 1)
+            late(a.cum_psn + 1 + w * 64 + uint32_t(std::countr_zero(bits)));
+    if (!wire::seq_lt(p.rto_psn, a.cum_psn)) return false;
+    const uint32_t end = wire::seq_lt(a.cum_psn, p.rto_end) ? a.cum_psn : p.rto_end;
+    for (uint32_t psn = p.rto_psn; psn != end; ++psn) late(psn);
+    p.rto_psn = end;
+    if (end == p.rto_end) p.rto_pending = false;  // all of it arrived: nothing left to learn
+    if (p.rto_undone) return false;
+    p.rto_undone = true;
+    p.consecutive_timeouts = 0;
+    ++p.st.spurious_timeouts;
+    // The delay that fired the timer is a real RTT: the estimator must see it
+    // (R-TIMER-1), or the RTO stays below the delays that recur.
+    if (a.ts_echo) rtt_sample(p, Time(uint32_t(uint32_t(now) - a.ts_echo)));
+    return true;
+}
+
 void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     const wire::AckHeader& a = pk.ack;
     const uint16_t pi = pk.common.path_id;
@@ -784,6 +815,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
             c.pacer.set_rate_kbps(a.rate_hint, now);
         }
     }
+    const bool undo = p.rto_pending && rx_late_ack(c, p, a, now);  // R-TIMER-7
     uint32_t newly = 0;
     auto ack_slot = [&](uint32_t psn) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
@@ -831,9 +863,11 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
     f.kind = CcEvent::ack;
+    f.undo = undo;
     f.losses = losses;
     if (newly) {
         p.consecutive_timeouts = 0;
+        p.rto_pending = false;  // post-timeout data acked: originals not acked by now were lost (FIFO path)
         if (a.ts_echo) {
             const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
             rtt_sample(p, r);

@@ -50,7 +50,7 @@ static bool ack_due(const RxPath& rp, const EngineConfig& cfg, Time now) {
 static bool path_open(const TxPath& p) {
     if (p.state != PathStateKind::active) return false;
     if (p.inflight >= uint32_t(std::max(1.0, p.ccv.cwnd))) return false;
-    return p.snd_nxt - p.snd_una < kPathRing;  // R-SACK-2
+    return p.snd_nxt - tx_floor(p) < kPathRing;  // R-SACK-2
 }
 
 size_t Engine::tx_burst(TxPacket* out, size_t max, Time now) { return impl_->tx(out, max, now); }
@@ -254,7 +254,7 @@ void Engine::Impl::plan_paths(Conn& c) {
     for (TxPath& p : c.paths) {
         const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
-        const uint32_t span = p.snd_nxt - p.snd_una;
+        const uint32_t span = p.snd_nxt - tx_floor(p);
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
             p.sched_room = 0;  // not eligible (path_open)
             p.sched_score = kNoPath;
@@ -383,7 +383,7 @@ int Engine::Impl::pick_path(Conn& c) {
         put16(o.hdr + 26, t.payload_len);
         put32(o.hdr + 40, t.offset);
         put32(o.hdr + 64, ts);
-        put32(o.hdr + 68, p.snd_una);
+        put32(o.hdr + 68, tx_floor(p));
         o.hdr_len = uint16_t(wire::kDataLen);
     } else {
         wire::CommonHeader h;
@@ -405,7 +405,7 @@ int Engine::Impl::pick_path(Conn& c) {
         d.recv_seq = t.recv_seq;
         d.imm = t.imm;
         d.ts = ts;
-        d.path_floor = p.snd_una;
+        d.path_floor = tx_floor(p);
         o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
     }
     o.peer = c.peer;
@@ -518,6 +518,12 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     TxPath& p = c.paths[pi];
     ++p.st.timeouts;
     ++p.consecutive_timeouts;
+    if (!p.rto_pending || p.rto_undone) {  // R-TIMER-7: the first timeout of a sequence is what an undo tests
+        p.rto_pending = true;
+        p.rto_undone = false;
+        p.rto_psn = p.snd_una;
+    }
+    p.rto_end = p.snd_nxt;
     // R-TIMER-2: everything in flight on the path is resent elsewhere.
     for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) declare_lost(c, p, psn);
     while (p.snd_una != p.snd_nxt) {

@@ -33,6 +33,7 @@ struct PairLink {
     double dup = 0;
     double ce = 0;                   // probability of marking CE on ect packets
     std::function<bool(int from, const TxPacket&)> drop_if;  // extra fault hook
+    std::function<Time(int from, const TxPacket&)> delay_if;  // extra one-way delay of a packet (not a loss)
     SplitMix rng{1};
     uint64_t delivered = 0, dropped = 0, duplicated = 0;
 
@@ -167,7 +168,7 @@ struct PairLink {
         f.to = 1 - from;
         f.ce = (p.ect && rng.uniform() < ce) ? 1 : 0;
         const uint16_t path = p.path == kControlPath ? 0 : p.path;
-        f.at = now + base_delay + per_path_skew * (path % 8);
+        f.at = now + base_delay + per_path_skew * (path % 8) + (delay_if ? delay_if(from, p) : 0);
         f.bytes.resize(p.hdr_len + p.payload_len);
         std::memcpy(f.bytes.data(), p.hdr, p.hdr_len);
         if (p.payload_len) std::memcpy(f.bytes.data() + p.hdr_len, p.payload, p.payload_len);

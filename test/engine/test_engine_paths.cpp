@@ -44,6 +44,10 @@ struct Pair {
             link->enable_pipeline(1);
             link->place_latency = 1000;
         }
+        if (cfg.offload_cc) {  // the CC core on a thread of its own (R-CC-8)
+            link->enable_cc_stage(0);
+            link->enable_cc_stage(1);
+        }
         REQUIRE(mroce::test::connect_pair(*link, ca, cb));
     }
     void stream(uint32_t id) {
@@ -175,7 +179,7 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
 TEST_CASE("protection violations are NAKed and write nothing", "[engine][protection]") {
     enum Case { bad_rkey, stale_rkey, wrong_pd, out_of_range, no_write, no_read, no_atomic };
     const Case kase = GENERATE(bad_rkey, stale_rkey, wrong_pd, out_of_range, no_write, no_read, no_atomic);
-    const bool pipeline = GENERATE(false, true);  // both arrangements (doc/architecture.md 4)
+    const bool pipeline = GENERATE(false, true);  // both arrangements (doc/architecture.md 4), CC offloaded too
     INFO("pipeline " << pipeline);
     Pair p({}, pipeline);
     p.stream(9);
@@ -354,4 +358,90 @@ TEST_CASE("a lost NAK still fails the request with its cause", "[engine][protect
     }
     p.link->finish_placements(true);  // no copy may outlive the buffers above
     CHECK(p.a->place_outstanding() + p.b->place_outstanding() == 0);
+}
+
+// R-TIMER-7, R-CC-9: a timeout that fired because ACKs were late (a peer
+// process descheduled past the RTO), not because data was lost. Before, the
+// late ACKs were ignored (their PSNs were below snd_una): the path restarted
+// at cwnd 1 and every CSN of the old flight was sent a second time.
+TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransmissions cancelled",
+          "[engine][timer][undo]") {
+    const bool lose = GENERATE(false, true);  // true: data really lost, the timeout stands
+    const bool pipeline = GENERATE(false, true);  // both arrangements (doc/architecture.md 4)
+    const bool offload = GENERATE(false, true);   // the CC core inline or on its own thread (R-CC-8)
+    INFO((lose ? "data lost" : "acks delayed") << ", pipeline " << pipeline << ", cc offloaded " << offload);
+    EngineConfig cfg;
+    cfg.num_paths = 1;
+    cfg.rate_hints = false;    // no hint cap: the window alone is measured
+    cfg.min_rto = 100'000;     // RTT here is ~5 us: rto = min_rto
+    cfg.fail_after_timeouts = 10;
+    cfg.offload_cc = offload;
+    Pair p(cfg, pipeline);
+    p.stream(4);
+    const size_t kLen = 64 * 65536;
+    std::vector<uint8_t> src(kLen), dst(kLen, 0);
+    for (size_t i = 0; i < kLen; ++i) src[i] = uint8_t((i * 2654435761u) >> 11);
+    MrInfo ms, md;
+    REQUIRE(p.a->register_mr(p.pda, src.data(), kLen, kAll, ms) == Status::ok);
+    REQUIRE(p.b->register_mr(p.pdb, dst.data(), kLen, kAll, md) == Status::ok);
+    // B's ACKs sent before `release` arrive at `release` (in their order); with
+    // `lose`, A's data is dropped instead for the same time.
+    bool hold = false;
+    Time release = 0;
+    auto is_ack = [](const TxPacket& t) { return t.hdr[1] == uint8_t(wire::PacketType::ack); };
+    p.link->delay_if = [&](int from, const TxPacket& t) -> Time {
+        return !lose && hold && from == 1 && is_ack(t) && p.link->now < release ? release - p.link->now : 0;
+    };
+    p.link->drop_if = [&](int from, const TxPacket& t) {
+        return lose && hold && from == 0 && is_data(t) && p.link->now < release;
+    };
+    for (int k = 0; k < 64; ++k) {
+        SendWr w;
+        w.wr_id = uint64_t(k);
+        w.op = OpKind::write;
+        w.local_addr = va(src.data()) + 65536u * k;
+        w.length = 65536;
+        w.lkey = ms.lkey;
+        w.remote_addr = va(dst.data()) + 65536u * k;
+        w.rkey = md.rkey;
+        REQUIRE(p.a->post_send(p.ca, 4, w) == Status::ok);
+    }
+    PathStats ps;
+    REQUIRE(p.link->run([&] {
+        p.a->path_stats(p.ca, 0, ps);
+        return ps.tx_packets >= 200;
+    }, 100'000'000));
+    const double w0 = ps.cwnd;
+    REQUIRE(w0 >= 8);
+    // One timeout (100 us after the last ACK) and not a second (200 us after
+    // that): everything comes back 250 us after the hold starts.
+    hold = true;
+    release = p.link->now + 250'000;
+    REQUIRE(p.link->run([&] {
+        p.a->path_stats(p.ca, 0, ps);
+        return ps.timeouts >= 1;
+    }, 250'000));
+    CHECK(ps.cwnd == cfg.cc.min_cwnd);  // R-CC-6
+    p.link->run([] { return false; }, release + 20'000 - p.link->now);
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    CHECK(ps.timeouts == 1);
+    if (lose) {
+        CHECK(ps.spurious_timeouts == 0);  // the held path_floor keeps cum_psn at the hole
+        CHECK(ps.cwnd < w0);
+    } else {
+        CHECK(ps.spurious_timeouts == 1);
+        CHECK(ps.cwnd >= w0);  // R-CC-9: back to the pre-timeout window
+    }
+    auto got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    CHECK(std::memcmp(src.data(), dst.data(), kLen) == 0);
+    ConnStats sb;
+    REQUIRE(p.b->conn_stats(p.cb, sb) == Status::ok);
+    INFO("retransmits declared " << ps.retransmits << ", duplicates at B " << sb.duplicates);
+    // R-SACK-3: the queued copies of received originals were dropped. (With
+    // the CC core offloaded the timeout's own burst still leaves at the window
+    // of the last view, before the core's cwnd 1 comes back: nothing is queued.)
+    if (!lose && !offload) CHECK(sb.duplicates <= 2);
+    p.link->finish_placements(true);  // no copy may outlive the buffers above
 }

@@ -34,10 +34,24 @@ public:
     // the sender will use (ends the current observation round).
     void on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept;
     void on_loss() noexcept;
+    // R-CC-6: restarts the path at min_cwnd. The first timeout of a sequence
+    // remembers the window it replaced (R-CC-9) until an ACK acknowledges
+    // data (on_ack with acked > 0) or the timeout is undone.
     void on_timeout() noexcept;
+    // R-CC-9: the engine proved the pending timeout(s) spurious (a late ACK
+    // acknowledged the original transmission): the window returns to what it
+    // was before the first of them, unless ECN says the path queues (`marked`:
+    // the proving ACK carried CE, or a mark in this or the last round): then
+    // the delay was congestion and the timeout's window stands. Returns true
+    // if the window was restored.
+    bool on_spurious_timeout(bool marked = false) noexcept;
+    bool undo_pending() const noexcept { return undo_cwnd_ > 0; }
     // Sets the window before the first transmission from what the handshake
     // told (R-HINT-8), within [min_cwnd, init_cwnd].
-    void set_initial(double pkts) noexcept { cwnd_ = std::clamp(pkts, cfg_.min_cwnd, cfg_.init_cwnd); }
+    void set_initial(double pkts) noexcept {
+        cwnd_ = std::clamp(pkts, cfg_.min_cwnd, cfg_.init_cwnd);
+        undo_cwnd_ = 0;
+    }
     // RTT sample of this path; the smallest seen estimates the unqueued RTT.
     void on_rtt(Time rtt) noexcept {
         if (rtt && (!min_rtt_ || rtt < min_rtt_)) min_rtt_ = rtt;
@@ -52,6 +66,7 @@ public:
     uint32_t rounds_since_mark() const noexcept { return rounds_since_mark_; }
     uint64_t cuts() const noexcept { return cuts_; }
     uint64_t rounds() const noexcept { return rounds_; }
+    uint64_t undos() const noexcept { return undos_; }
 
 private:
     CcConfig cfg_;
@@ -67,6 +82,8 @@ private:
     uint64_t rounds_ = 0;
     Time min_rtt_ = 0;
     double limit_ = 0;
+    double undo_cwnd_ = 0;  // window before the pending timeout(s); 0 = none pending (R-CC-9)
+    uint64_t undos_ = 0;
 };
 
 // ---- The congestion-control core (doc/architecture.md 4.2, R-CC-8) ----
@@ -89,7 +106,7 @@ struct CcFeedback {
     uint32_t slot = 0;          // the path's slot, assigned by the engine
     uint32_t gen = 0;           // path incarnation: a new value starts the slot's window afresh
     CcEvent kind = CcEvent::ack;
-    uint8_t pad_ = 0;
+    bool undo = false;          // ack: it proved the pending timeout spurious (R-TIMER-7, R-CC-9)
     uint16_t losses = 0;        // SACK-detected losses in this ack (R-SACK-4, R-CC-5)
     uint32_t acked = 0;         // packets the ack newly acknowledged (at least `marked`)
     uint32_t marked = 0;        // of them, CE echoed (R-CC-2)
