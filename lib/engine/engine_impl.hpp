@@ -359,6 +359,7 @@ struct Engine::Impl {
     // place_inline_max is described in *defer and Placed::deferred returned;
     // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
+    [[gnu::noinline]] static void split_copy(uint8_t* dst, const wire::Packet& pk);
     [[gnu::noinline]] Placed fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
                                       wire::Syndrome syn, WcStatus st_local);
     // Inlined into rx_data: a call per packet costs more than its body.

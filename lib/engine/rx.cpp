@@ -37,7 +37,9 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     ++st.rx_packets;
     wire::Packet& pk = rx_pk;
-    const wire::DecodeError e = wire::decode({rp.data, rp.len}, pk);
+    // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
+    const wire::DecodeError e = rp.len2 == 0 ? wire::decode({rp.data, rp.len}, pk)
+                                             : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
     if (e != wire::DecodeError::ok) {
         // R-ERR-1: undecodable datagrams are dropped and counted by cause.
         ++st.rx_decode_errors;
@@ -47,6 +49,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         case wire::DecodeError::bad_type:
         case wire::DecodeError::bad_opcode: ++st.rx_bad_type; break;
         case wire::DecodeError::oversized: ++st.rx_oversized; break;
+        case wire::DecodeError::split_header: ++st.rx_split_header; break;
         default: ++st.rx_inconsistent; break;
         }
         return;
@@ -285,10 +288,21 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     pend[token & mask] = r;
     if (deferred) {
         PlaceJob& j = place_jobs[job_tail++ & mask];
-        j.dst = df.dst;
-        j.src = pk.payload.data();
-        j.len = d.payload_len;
-        j.src_off = uint32_t(pk.payload.data() - cur_rx->data);
+        if (pk.payload_tail.empty()) [[likely]] {
+            j.dst = df.dst;
+            j.src = pk.payload.data();
+            j.len = d.payload_len;
+            j.src_off = uint32_t(pk.payload.data() - cur_rx->data);
+        } else {
+            // Two spans: the part in the first (the end of a header segment, if any)
+            // is copied here, the job carries the second span's part.
+            const size_t head = pk.payload.size();
+            if (head) std::memcpy(df.dst, pk.payload.data(), head);
+            j.dst = df.dst + head;
+            j.src = pk.payload_tail.data();
+            j.len = uint32_t(pk.payload_tail.size());
+            j.src_off = cur_rx->len;
+        }
         j.cookie = cur_rx->cookie;
         j.token = token;
         ++st.place_jobs;
@@ -416,6 +430,14 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     return false;
 }
 
+// A payload in two spans, straight from both into its final place (R-DATA-2):
+// still one copy of every byte.
+void Engine::Impl::split_copy(uint8_t* dst, const wire::Packet& pk) {
+    const size_t head = pk.payload.size();
+    if (head) std::memcpy(dst, pk.payload.data(), head);
+    std::memcpy(dst + head, pk.payload_tail.data(), pk.payload_tail.size());
+}
+
 Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer) {
     (void)now;
     const wire::DataHeader& d = pk.data;
@@ -428,6 +450,9 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     Stream& s = *sp;
     const uint8_t* payload = pk.payload.data();
     const uint32_t plen = d.payload_len;
+    // A payload in two spans (decode_split, payload_tail not empty) is copied
+    // by split_copy: tested where it is copied, so the contiguous case keeps
+    // nothing extra live across the checks.
 
     // Responses land in the requester's own work request (R-READ-3, R-ATOMIC-3).
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
@@ -445,11 +470,15 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
                 *defer = Deferral{w.local + d.offset, sidx, PendKind::read_resp};
                 return Placed::deferred;
             }
-            if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
+            if (!pk.payload_tail.empty()) [[unlikely]] split_copy(w.local + d.offset, pk);
+            else if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
             w.resp_bytes += plen;
             if (w.resp_bytes >= w.wr.length) w.done = true;
         } else {
-            const uint64_t v = get_be64(payload);
+            uint8_t b[wire::kAtomicRespPayload];
+            if (!pk.payload_tail.empty()) [[unlikely]] split_copy(b, pk);
+            else std::memcpy(b, payload, sizeof b);
+            const uint64_t v = get_be64(b);
             std::memcpy(w.local, &v, 8);
             w.done = true;
         }
@@ -503,7 +532,8 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             *defer = Deferral{dst, sidx, PendKind::rx_msg};
             return Placed::deferred;
         }
-        if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2: straight into its final place
+        if (!pk.payload_tail.empty()) [[unlikely]] split_copy(dst, pk);
+        else if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2: straight into its final place
         break;
     }
     case Opcode::send:
@@ -521,7 +551,8 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             *defer = Deferral{r.local + d.offset, sidx, PendKind::rx_msg};
             return Placed::deferred;
         }
-        if (plen) std::memcpy(r.local + d.offset, payload, plen);  // R-SEND-2
+        if (!pk.payload_tail.empty()) [[unlikely]] split_copy(r.local + d.offset, pk);
+        else if (plen) std::memcpy(r.local + d.offset, payload, plen);  // R-SEND-2
         break;
     }
     case Opcode::read_req: {
@@ -542,7 +573,8 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             return fail(syn, WcStatus::rem_access_err);
         }
         m.target = tgt;
-        std::memcpy(m.atomic_ops, payload, wire::kAtomicReqPayload);
+        if (!pk.payload_tail.empty()) [[unlikely]] split_copy(m.atomic_ops, pk);
+        else std::memcpy(m.atomic_ops, payload, wire::kAtomicReqPayload);
         m.complete = true;
         break;
     }

@@ -23,7 +23,7 @@ inline constexpr uint16_t kMaxPaths = 256;
 bool valid_opcode(uint8_t o) { return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp); }
 
 // R-WIRE-7: per-opcode consistency of a data header.
-bool data_consistent(const DataHeader& d) {
+[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d) {
     const uint64_t end = uint64_t(d.offset) + d.payload_len;
     switch (d.opcode) {
     case Opcode::send:
@@ -60,6 +60,7 @@ const char* to_string(DecodeError e) noexcept {
     case DecodeError::bad_opcode: return "bad_opcode";
     case DecodeError::oversized: return "oversized";
     case DecodeError::inconsistent: return "inconsistent";
+    case DecodeError::split_header: return "split_header";
     }
     return "unknown";
 }
@@ -123,10 +124,22 @@ size_t header_len(PacketType t) noexcept {
     return 0;
 }
 
-DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
-    const uint8_t* p = buf.data();
-    const size_t n = buf.size();
+namespace {
+
+// decode() and decode_split() in one body: Split is a template parameter so
+// that the contiguous decoder, the one every datagram of every driver but a
+// chained DPDK frame goes through, carries none of the split checks.
+template <bool Split>
+inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const uint8_t> second, Packet& out) noexcept {
+    const uint8_t* p = first.data();
+    const size_t n1 = first.size();
+    const size_t n = Split ? n1 + second.size() : n1;   // the datagram's length
     if (n < kCommonLen) return DecodeError::truncated;
+    if (Split && n1 < kCommonLen) {
+        out.payload = {};
+        out.payload_tail = {};
+        return DecodeError::split_header;
+    }
     if (p[0] != kVersion) return DecodeError::bad_version;
     const uint8_t type = p[1];
     if (type < uint8_t(PacketType::data) || type > uint8_t(PacketType::disconnect_ack))
@@ -140,6 +153,7 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
     c.path_id = get16(p + 12);
     c.reserved = get16(p + 14);
     out.payload = {};
+    out.payload_tail = {};
 
     // The type is in range (checked above): a table instead of a call per packet.
     static constexpr uint8_t kHeaderLen[] = {0, kDataLen, kAckLen, kNakLen, kProbeLen, kProbeLen,
@@ -147,6 +161,7 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
     static_assert(sizeof kHeaderLen == size_t(PacketType::disconnect_ack) + 1);
     const size_t hl = kHeaderLen[type];
     if (n < hl) return DecodeError::truncated;
+    if (Split && n1 < hl) return DecodeError::split_header;   // never read past first
     // R-WIRE-5: every packet but connect_req names the receiver's connection.
     if (c.type != PacketType::connect_req && c.dst_conn == 0) return DecodeError::inconsistent;
     if (c.src_conn == 0) return DecodeError::inconsistent;
@@ -176,7 +191,13 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
         if (!data_consistent(d)) return DecodeError::inconsistent;
         // R-PATH-5: the floor never passes the packet's own PSN.
         if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
-        out.payload = buf.subspan(hl, d.payload_len);
+        if constexpr (Split) {
+            // n == hl + payload_len: the payload is the rest of first, then all of second.
+            out.payload = first.subspan(hl);
+            out.payload_tail = second;
+        } else {
+            out.payload = first.subspan(hl, d.payload_len);
+        }
         return DecodeError::ok;
     }
     case PacketType::ack: {
@@ -250,6 +271,14 @@ DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept {
     }
     }
     return DecodeError::bad_type;
+}
+
+}  // namespace
+
+DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept { return decode_impl<false>(buf, {}, out); }
+
+DecodeError decode_split(std::span<const uint8_t> first, std::span<const uint8_t> second, Packet& out) noexcept {
+    return decode_impl<true>(first, second, out);
 }
 
 size_t encode_ack(std::span<uint8_t> out, const CommonHeader& c, const AckHeader& a) noexcept {

@@ -34,6 +34,14 @@ struct PairLink {
     double ce = 0;                   // probability of marking CE on ect packets
     std::function<bool(int from, const TxPacket&)> drop_if;  // extra fault hook
     std::function<Time(int from, const TxPacket&)> delay_if;  // extra one-way delay of a packet (not a loss)
+    // Two-span delivery (a DPDK header segment + payload segment): returns the
+    // length of the first span for a datagram (0, or >= its size: one span).
+    // The second span starts kSplitGap poison bytes after the first ends, in
+    // the same buffer, so an engine that read past the first span would place
+    // poison. split_seen counts the datagrams delivered in two spans.
+    std::function<uint32_t(int to, const std::vector<uint8_t>&)> split_at;
+    static constexpr uint32_t kSplitGap = 64;
+    uint64_t split_seen = 0;
     SplitMix rng{1};
     uint64_t delivered = 0, dropped = 0, duplicated = 0;
 
@@ -219,13 +227,27 @@ struct PairLink {
                 r.len = uint32_t(f.bytes.size());
                 r.peer = uint32_t(1 - f.to);
                 r.ce = f.ce;
+                const uint32_t cut = split_at ? split_at(f.to, f.bytes) : 0;
+                if (cut > 0 && cut < r.len) {
+                    std::vector<uint8_t> two(f.bytes.begin(), f.bytes.begin() + cut);
+                    two.insert(two.end(), kSplitGap, uint8_t(0xcc));
+                    two.insert(two.end(), f.bytes.begin() + cut, f.bytes.end());
+                    f.bytes = std::move(two);
+                    r.len = cut;
+                    r.len2 = uint32_t(f.bytes.size()) - cut - kSplitGap;
+                    ++split_seen;
+                }
+                auto spans = [&](const std::vector<uint8_t>& b) {
+                    r.data = b.data();
+                    if (r.len2) r.data2 = b.data() + r.len + kSplitGap;
+                };
                 if (!worker[f.to]) {
-                    r.data = f.bytes.data();
+                    spans(f.bytes);
                     eng[f.to]->rx_burst(&r, 1, now);
                     cc_sync(f.to);
                 } else {
                     r.cookie = hold(std::move(f.bytes));
-                    r.data = slots[r.cookie].data();
+                    spans(slots[r.cookie]);
                     eng[f.to]->rx_burst(&r, 1, now);
                     PlaceJob j[8];
                     bool kept = false;

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <span>
 
 #include "mroce/wire.hpp"
@@ -104,6 +106,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::span<const uint8_t> in(data, size);
     Packet p;
     const DecodeError e = decode(in, p);
+    {
+        // The same datagram in two spans (a DPDK chain), cut where the input says,
+        // each span its own exact-size allocation: decode_split agrees with decode
+        // or refuses a header that straddles the cut, and reads neither span past its end.
+        const size_t cut = size ? (size_t(data[size - 1]) * 131) % (size + 1) : 0;
+        const std::vector<uint8_t> first(data, data + cut), second(data + cut, data + size);
+        Packet s;
+        const DecodeError es = decode_split(first, second, s);
+        if (e != DecodeError::ok) {
+            if (es == DecodeError::ok) fail("decode_split accepted what decode refused");
+        } else if (cut < header_len(p.common.type)) {
+            if (es != DecodeError::split_header) fail("decode_split accepted a straddled header");
+        } else {
+            if (es != DecodeError::ok) fail("decode_split refused what decode accepted");
+            if (!s.payload.empty() && s.payload.data() != first.data() + header_len(p.common.type))
+                fail("decode_split payload does not start right after the header");
+            std::vector<uint8_t> joined(s.payload.begin(), s.payload.end());
+            joined.insert(joined.end(), s.payload_tail.begin(), s.payload_tail.end());
+            Packet j = s;
+            j.payload = joined;
+            j.payload_tail = {};
+            if (!same_fields(p, j)) fail("decode_split differs from decode");
+        }
+        if (es != DecodeError::ok && (!s.payload.empty() || !s.payload_tail.empty()))
+            fail("payload view set on a failed decode_split");
+    }
     if (e != DecodeError::ok) {
         if (!p.payload.empty()) fail("payload view set on a failed decode");
         return 0;

@@ -1054,3 +1054,79 @@ TEST_CASE("decode checks apply in the order of spec 2.12 (R-WIRE-9)", "[wire][er
     b[25] = 0;
     CHECK(dec(b) == DecodeError::bad_opcode);
 }
+
+// ---- Two spans (decode_split) ----------------------------------------------------------------
+
+// A driver may hand a datagram over as a header span and the rest (a DPDK
+// mbuf chain): decode_split accepts it wherever the cut lies after the
+// header, gives the same fields as decode() of the whole, and the payload
+// as the part in the first span followed by the whole second span. Each
+// span is its own exact-size buffer: a read past either is a heap overflow.
+TEST_CASE("decode_split: every cut after the header, every opcode, every type", "[wire][split]") {
+    for (Opcode op : kAllOpcodes) {
+        CAPTURE(to_string(op));
+        const DataPkt p = valid_data(op);
+        const Bytes b = encode(p);
+        Packet whole;
+        REQUIRE(dec(b, whole) == DecodeError::ok);
+        for (size_t cut = kDataLen; cut <= b.size(); ++cut) {
+            CAPTURE(cut);
+            const Bytes first(b.begin(), b.begin() + long(cut)), second(b.begin() + long(cut), b.end());
+            Packet out;
+            REQUIRE(decode_split(first, second, out) == DecodeError::ok);
+            CHECK(std::memcmp(&out.data, &whole.data, sizeof(DataHeader)) == 0);
+            CHECK(out.common.src_conn == whole.common.src_conn);
+            REQUIRE(out.payload.size() == cut - kDataLen);
+            REQUIRE(out.payload.size() + out.payload_tail.size() == p.payload.size());
+            if (!out.payload.empty()) CHECK(out.payload.data() == first.data() + kDataLen);
+            if (!out.payload_tail.empty()) CHECK(out.payload_tail.data() == second.data());
+            Bytes joined(out.payload.begin(), out.payload.end());
+            joined.insert(joined.end(), out.payload_tail.begin(), out.payload_tail.end());
+            CHECK(joined == p.payload);
+            // One byte short or one too many in the second span, as for a contiguous datagram.
+            if (!second.empty()) {
+                const Bytes shorter(second.begin(), second.end() - 1);
+                CHECK(decode_split(first, shorter, out) == DecodeError::truncated);
+                CHECK(out.payload.empty());
+                CHECK(out.payload_tail.empty());
+            }
+            Bytes longer = second;
+            longer.push_back(0);
+            CHECK(decode_split(first, longer, out) == DecodeError::oversized);
+        }
+    }
+    for (PacketType t : kAllTypes) {
+        CAPTURE(to_string(t));
+        const Bytes full = valid_packet(t);
+        const size_t hl = header_len(t);
+        Packet out;
+        // The whole packet in the first span and an empty second: as decode().
+        CHECK(decode_split(full, {}, out) == DecodeError::ok);
+        CHECK(out.payload_tail.empty());
+        // A header that straddles the spans, at every cut: refused, whatever the type.
+        for (size_t cut = 0; cut < hl; ++cut) {
+            CAPTURE(cut);
+            const Bytes first(full.begin(), full.begin() + long(cut)), second(full.begin() + long(cut), full.end());
+            CHECK(decode_split(first, second, out) == DecodeError::split_header);
+            CHECK(out.payload.empty());
+            CHECK(out.payload_tail.empty());
+        }
+    }
+    // Too short in total stays "truncated", even split.
+    const Bytes tiny(10, 1);
+    Packet out;
+    CHECK(decode_split(std::span<const uint8_t>(tiny.data(), 3), std::span<const uint8_t>(tiny.data() + 3, 7), out) ==
+          DecodeError::truncated);
+    CHECK(std::string(to_string(DecodeError::split_header)) == "split_header");
+}
+
+TEST_CASE("decode after decode_split leaves no payload tail behind", "[wire][split]") {
+    const Bytes b = encode(valid_data(Opcode::write));
+    const Bytes first(b.begin(), b.begin() + long(kDataLen)), second(b.begin() + long(kDataLen), b.end());
+    Packet out;
+    REQUIRE(decode_split(first, second, out) == DecodeError::ok);
+    REQUIRE(out.payload_tail.size() == 1000);
+    REQUIRE(dec(b, out) == DecodeError::ok);
+    CHECK(out.payload.size() == 1000);
+    CHECK(out.payload_tail.empty());
+}

@@ -153,6 +153,7 @@ struct EngineStats {
     uint64_t rx_bad_type = 0;
     uint64_t rx_oversized = 0;
     uint64_t rx_inconsistent = 0;
+    uint64_t rx_split_header = 0;    // two-span datagram whose header is not all in the first span (driver bug)
     uint64_t rx_unknown_conn = 0;    // dst_conn not ours, or src/peer mismatch
     uint64_t rx_bad_path = 0;        // path_id beyond the connection's paths
     uint64_t rx_stale = 0;           // CSN/PSN outside the acceptable window

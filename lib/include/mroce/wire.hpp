@@ -155,6 +155,7 @@ enum class DecodeError : uint8_t {
     bad_opcode,
     oversized,         // payload_len above kMaxPayload, or bytes past header + payload
     inconsistent,      // fields contradict each other (R-WIRE-7)
+    split_header,      // decode_split: the header does not lie entirely in the first span
 };
 
 const char* to_string(DecodeError e) noexcept;
@@ -163,7 +164,10 @@ const char* to_string(Opcode o) noexcept;
 const char* to_string(Syndrome s) noexcept;
 
 // A decoded packet. Only the member matching common.type is meaningful.
-// payload points into the decoded buffer (data packets only).
+// payload points into the decoded buffer (data packets only); the payload is
+// payload followed by payload_tail, which only decode_split makes non-empty
+// (then payload is the part in the first span, possibly empty, and
+// payload_tail the whole second span).
 struct Packet {
     CommonHeader common;
     union {
@@ -175,11 +179,18 @@ struct Packet {
         DisconnectHeader disconnect;
     };
     std::span<const uint8_t> payload;
+    std::span<const uint8_t> payload_tail;
     Packet() : data() {}
 };
 
 // Decodes one whole datagram (UDP payload). Never reads outside buf.
 DecodeError decode(std::span<const uint8_t> buf, Packet& out) noexcept;
+
+// Decodes one datagram that arrived in two pieces, first then second (a
+// header segment and a payload segment): the same checks as decode() on
+// their concatenation, and the header must lie entirely in first
+// (split_header otherwise). Never reads outside either span.
+DecodeError decode_split(std::span<const uint8_t> first, std::span<const uint8_t> second, Packet& out) noexcept;
 
 // Header length for a type (0 for an unknown type).
 size_t header_len(PacketType t) noexcept;
