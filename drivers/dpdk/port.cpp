@@ -72,7 +72,7 @@ struct alignas(64) DpdkPort::TxQueue {
 
 PortStats& PortStats::operator+=(const PortStats& o) noexcept {
     rx_packets += o.rx_packets; rx_bytes += o.rx_bytes; rx_ce += o.rx_ce;
-    rx_linearized += o.rx_linearized; rx_not_ipv4 += o.rx_not_ipv4; rx_not_udp += o.rx_not_udp;
+    rx_linearized += o.rx_linearized; rx_split += o.rx_split; rx_not_ipv4 += o.rx_not_ipv4; rx_not_udp += o.rx_not_udp;
     rx_wrong_port += o.rx_wrong_port; rx_wrong_dst += o.rx_wrong_dst;
     rx_bad_length += o.rx_bad_length; rx_bad_cksum += o.rx_bad_cksum;
     rx_fragment += o.rx_fragment; rx_unknown_peer += o.rx_unknown_peer; rx_too_big += o.rx_too_big;
@@ -500,11 +500,22 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
             const uint32_t off = uint32_t(kEth) + ihl + uint32_t(kUdp);
             const uint32_t dlen = be16(udp + 4) - uint32_t(kUdp);
             const uint8_t* data = nullptr;
+            const uint8_t* data2 = nullptr;
+            uint32_t len1 = dlen;
             if (m->data_len >= off + dlen) {
                 data = rte_pktmbuf_mtod_offset(m, const uint8_t*, off);
+            } else if (m->nb_segs == 2 && m->data_len >= off + wire::kMaxHeaderLen &&
+                       m->data_len - off + m->next->data_len >= dlen) {
+                // Two segments, the first holding the whole mroce header whatever its
+                // type (our own TX chain as net_ring delivers it: header mbuf + the
+                // payload's external buffer): two spans, no copy (packet_io.hpp).
+                len1 = m->data_len - off;
+                data = rte_pktmbuf_mtod_offset(m, const uint8_t*, off);
+                data2 = rte_pktmbuf_mtod(m->next, const uint8_t*);
+                ++st.rx_split;
             } else if (dlen <= rq.slot) {
-                // Chained frame: the engine parses one contiguous datagram, so copy it
-                // into this slot's scratch (NIC RX with MTU-sized buffers never gets here).
+                // Any other chain (a header cut short, three or more segments): copy
+                // it into this slot's scratch (NIC RX with MTU-sized buffers never gets here).
                 data = static_cast<const uint8_t*>(
                     rte_pktmbuf_read(m, off, dlen, rq.scratch.data() + size_t(k) * rq.slot));
                 ++st.rx_linearized;
@@ -515,7 +526,9 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
                 const uint8_t ce = (ip[1] & kEctMask) == kCe;
                 RxPacket& r = out[k];
                 r.data = data;
-                r.len = dlen;
+                r.len = len1;
+                r.data2 = data2;
+                r.len2 = dlen - len1;
                 r.peer = peer;
                 r.local_path = queue;
                 r.ce = ce;

@@ -119,12 +119,15 @@ int run_side(bool server, const std::string& sock) {
             const size_t n = dp.rx_burst(0, rx, 32);
             for (size_t k = 0; k < n; ++k) {
                 uint32_t seq = 0;
-                if (rx[k].len < kHdr) { ++bad; continue; }
-                std::memcpy(&seq, rx[k].data, 4);
+                // One span, or two for a frame memif chained over buffers (packet_io.hpp).
+                std::vector<uint8_t> dg(rx[k].data, rx[k].data + rx[k].len);
+                if (rx[k].len2) dg.insert(dg.end(), rx[k].data2, rx[k].data2 + rx[k].len2);
+                if (dg.size() < kHdr) { ++bad; continue; }
+                std::memcpy(&seq, dg.data(), 4);
                 const uint32_t len = seq < kTotal ? size_of(seq) : 0;
-                bool ok = seq < kTotal && rx[k].len == kHdr + len && rx[k].peer == 0;
-                for (uint32_t i = 4; ok && i < kHdr; ++i) ok = rx[k].data[i] == pattern(seq, 10000 + i);
-                for (uint32_t i = 0; ok && i < len; ++i) ok = rx[k].data[kHdr + i] == pattern(seq, i);
+                bool ok = seq < kTotal && dg.size() == kHdr + len && rx[k].peer == 0;
+                for (uint32_t i = 4; ok && i < kHdr; ++i) ok = dg[i] == pattern(seq, 10000 + i);
+                for (uint32_t i = 0; ok && i < len; ++i) ok = dg[kHdr + i] == pattern(seq, i);
                 if (!ok) { ++bad; continue; }
                 ++received;
                 if (server) {
@@ -133,9 +136,9 @@ int run_side(bool server, const std::string& sock) {
                     p.peer = 0;
                     p.entropy = uint16_t(seq % 4);
                     p.hdr_len = kHdr;
-                    std::memcpy(p.hdr, rx[k].data, kHdr);
+                    std::memcpy(p.hdr, dg.data(), kHdr);
                     uint8_t* pl = mem.data() + size_t(seq) * 4096;
-                    std::memcpy(pl, rx[k].data + kHdr, len);
+                    std::memcpy(pl, dg.data() + kHdr, len);
                     p.payload = pl;
                     p.payload_len = len;
                     pending.push_back(p);

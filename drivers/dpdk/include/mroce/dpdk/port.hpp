@@ -88,9 +88,12 @@ struct PortConfig {
     // kernel stack to answer ARP for us. A control plane fills this table.
     std::vector<Neighbour> neighbours;
     PoolConfig pools;
-    // Per-RX-slot scratch for frames that arrive in several segments (chained
-    // mbufs, e.g. net_ring carrying a TX chain): the UDP payload is copied
-    // there so the engine sees one contiguous datagram. Larger ones are dropped.
+    // Per-RX-slot scratch for chained frames (mbuf chains) of a shape the
+    // engine cannot take as two spans: the UDP payload is copied there so the
+    // engine sees one contiguous datagram. Larger ones are dropped. A
+    // two-segment chain whose first segment holds at least wire::kMaxHeaderLen
+    // bytes of the datagram (net_ring carrying our TX chain) is not copied:
+    // it goes to the engine as two spans (RxPacket::data2).
     uint32_t max_rx_datagram = wire::kMaxHeaderLen + wire::kMaxPayload;
     bool use_hw_cksum = true;     // use checksum offloads when the port advertises them
     bool promiscuous = false;
@@ -102,7 +105,8 @@ struct PortStats {
     uint64_t rx_packets = 0;       // handed to the engine
     uint64_t rx_bytes = 0;         // UDP payload bytes handed to the engine
     uint64_t rx_ce = 0;
-    uint64_t rx_linearized = 0;    // multi-segment frames copied into scratch
+    uint64_t rx_split = 0;         // two-segment frames handed over as two spans (header segment + payload), no copy
+    uint64_t rx_linearized = 0;    // other multi-segment frames, copied into scratch
     uint64_t rx_not_ipv4 = 0;      // EtherType not IPv4 or IP version != 4
     uint64_t rx_not_udp = 0;
     uint64_t rx_wrong_port = 0;    // UDP destination port not ours
@@ -167,7 +171,8 @@ public:
     size_t tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexcept;
 
     // Receives up to min(max, cfg.burst) valid datagrams. out[i].data points
-    // into an mbuf or into this queue's scratch and stays valid until
+    // into an mbuf or into this queue's scratch, out[i].data2 (len2 > 0: a
+    // two-segment chain) into the chain's second segment; both stay valid until
     // rx_release(queue) (or the next rx_burst on the queue, which releases first).
     size_t rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept;
     void rx_release(uint16_t queue) noexcept;
