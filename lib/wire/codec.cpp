@@ -186,8 +186,9 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
         d.ts = get32(p + 64);
         d.path_floor = get32(p + 68);
         if (d.payload_len > kMaxPayload) return DecodeError::oversized;
-        if (n < hl + d.payload_len) return DecodeError::truncated;
-        if (n > hl + d.payload_len) return DecodeError::oversized;
+        // One test on the common path: the datagram is exactly header + payload.
+        if (n != hl + d.payload_len) [[unlikely]]
+            return n < hl + d.payload_len ? DecodeError::truncated : DecodeError::oversized;
         if (!data_consistent(d)) return DecodeError::inconsistent;
         // R-PATH-5: the floor never passes the packet's own PSN.
         if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
