@@ -175,12 +175,15 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->st.peer = peer;
     c->st.num_paths = cfg.num_paths;
     conns[idx] = c;
+    wake(*c);
     return c;
 }
 
 void Engine::Impl::free_conn(Conn* c) {
     const uint32_t idx = (c->id & 0xfffff) - 1;
     fair.remove_sender(c->fair_idx);
+    if (c->in_ready) std::erase(ready, idx);
+    if (c->in_timed) std::erase(timed, idx);
     conns[idx] = nullptr;
     delete c;
 }
@@ -219,6 +222,7 @@ Status Engine::disconnect(uint32_t id) {
     c->state = ConnState::closing;
     c->ctrl_retries = 0;
     c->ctrl.push(CtrlItem{CtrlKind::disconnect, kControlPath});
+    impl_->wake(*c);
     return Status::ok;
 }
 
@@ -306,6 +310,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
     if (!c) return Status::no_such_object;
+    I.wake(*c);
     if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
     uint32_t sidx = 0;
     Stream* s = c->find_stream(stream_id, &sidx);
@@ -357,6 +362,7 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
     if (!c) return Status::no_such_object;
+    I.wake(*c);
     Stream* s = c->find_stream(stream_id);
     if (!s) return Status::no_such_object;
     if (s->rq_posted - s->rq_done >= s->rq.size()) return Status::queue_full;

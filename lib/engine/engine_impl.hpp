@@ -216,6 +216,8 @@ struct Conn {
     Time handshake_rtt = 0;        // 0: unknown (the CONNECT_REQ was repeated)
     uint32_t ctrl_retries = 0;
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
+    bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
+    bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
 
     // sender CSN space (R-CSN-1)
     uint32_t csn_nxt = 0;
@@ -310,6 +312,14 @@ struct Engine::Impl {
     Time next_hint_update = 0;
     uint32_t cookie_seed = 0x9e3779b9u;
     uint32_t rr_conn = 0;
+    // Connection indices that tx_burst, next_deadline and tx_pending visit
+    // (ready) and that timers visit (timed), so an idle connection costs
+    // nothing per burst. Every input that can give a connection work (a
+    // packet for it, an API call on it, a finished placement, a timer)
+    // wakes it onto both; a pass drops those that have nothing left.
+    std::vector<uint32_t> ready;
+    std::vector<uint32_t> timed;
+    static constexpr uint32_t kGone = 0xffffffffu;  // a dropped entry, compacted after the pass
     // deferred placement: records [pend_head, pend_tail) (token = position),
     // jobs [job_head, job_tail) not yet taken by the driver
     std::vector<PendRec> pend;
@@ -337,6 +347,29 @@ struct Engine::Impl {
         return (c && c->id == id) ? c : nullptr;
     }
     Conn* new_conn(uint32_t peer);
+    // Inline: every received datagram wakes its connection, nearly always already awake.
+    [[gnu::always_inline]] void wake(Conn& c) {
+        if (c.in_ready && c.in_timed) [[likely]]
+            return;
+        wake_slow(c);
+    }
+    [[gnu::noinline]] void wake_slow(Conn& c) {
+        const uint32_t idx = (c.id & 0xfffff) - 1;
+        if (!c.in_ready) {
+            c.in_ready = true;
+            ready.push_back(idx);
+        }
+        if (!c.in_timed) {
+            c.in_timed = true;
+            timed.push_back(idx);
+        }
+    }
+    static bool wants_tx(const Conn& c) {
+        return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing ||
+               (c.state == ConnState::established && c.has_sendable());
+    }
+    static bool wants_timer(const Conn& c);
+    static void compact(std::vector<uint32_t>& v) { std::erase(v, kGone); }
     void free_conn(Conn* c);
     void push_cq(uint32_t cq, const Completion& c);
     void event(EventKind k, Conn& c);

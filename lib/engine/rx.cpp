@@ -64,6 +64,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         ++st.rx_unknown_conn;  // R-ERR-2
         return;
     }
+    wake(*c);
     if (c->state == ConnState::connecting) {
         if (t == PacketType::connect_ack) rx_connect_ack(*c, pk, now);
         else ++st.rx_unknown_conn;
@@ -127,6 +128,7 @@ void Engine::Impl::rx_connect_req(const wire::Packet& pk, uint32_t peer, Time no
     for (Conn* c : conns) {
         if (c && c->peer == peer && c->remote_conn == pk.common.src_conn && c->cookie == h.cookie) {
             c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+            wake(*c);
             return;
         }
     }
@@ -195,6 +197,7 @@ void Engine::Impl::refresh_idle_hints(const Conn& joined) {
             rp.ack_pending = true;
             rp.first_pending = last_now;
             ++o->acks_pending;
+            wake(*o);
         }
     }
 }
@@ -368,6 +371,7 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
     Conn* cp = conn(r.conn_id);
     if (!cp || (cp->state != ConnState::established && cp->state != ConnState::closing)) return;
     Conn& c = *cp;
+    wake(c);
     if (r.path >= c.rx_paths.size()) return;
     // Whatever happened meanwhile (a NAK flushed the stream, a later segment
     // failed the message) leaves the record stale: then only the ack remains.

@@ -58,7 +58,8 @@ size_t Engine::tx_burst(TxPacket* out, size_t max, Time now) { return impl_->tx(
 bool Engine::tx_pending(Time now) const {
     const Impl& I = *impl_;
     if (now >= I.next_timer) return true;
-    for (const Conn* c : I.conns) {
+    for (const uint32_t idx : I.ready) {
+        const Conn* c = idx == Impl::kGone ? nullptr : I.conns[idx];
         if (!c) continue;
         if (!c->ctrl.empty()) return true;
         if (c->acks_pending)
@@ -77,7 +78,8 @@ Time Engine::next_deadline(Time now) const { return impl_->deadline(now); }
 
 Time Engine::Impl::deadline(Time now) const {
     Time t = next_timer;
-    for (const Conn* c : conns) {
+    for (const uint32_t idx : ready) {
+        const Conn* c = idx == kGone ? nullptr : conns[idx];
         if (!c) continue;
         if (!c->ctrl.empty()) return now;
         if (c->acks_pending) {
@@ -107,10 +109,18 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
         next_hint_update = now + (cfg.hint_interval ? cfg.hint_interval : 4 * cfg.min_rto);
     }
     size_t n = 0;
-    const size_t nc = conns.size();
-    for (size_t k = 0; k < nc && n < max; ++k) {
-        Conn* c = conns[(rr_conn + k) % nc];
-        if (!c) continue;
+    // Only connections that may have work (ready); those found with none
+    // leave it. Wakes during the pass append: they wait for the next burst.
+    const size_t nc = ready.size();
+    size_t k = 0;
+    for (; k < nc && n < max; ++k) {
+        const size_t pos = (rr_conn + k) % nc;
+        Conn* c = ready[pos] == kGone ? nullptr : conns[ready[pos]];
+        if (!c || !wants_tx(*c)) {
+            if (c) c->in_ready = false;
+            ready[pos] = kGone;
+            continue;
+        }
         while (n < max && !c->ctrl.empty()) {
             if (emit_ctrl(*c, out[n], now)) ++n;
         }
@@ -134,8 +144,15 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
                 ++n;
             }
         }
+        if (!wants_tx(*c)) {
+            c->in_ready = false;
+            ready[pos] = kGone;
+        }
     }
-    if (nc) rr_conn = uint32_t((rr_conn + 1) % nc);
+    if (nc) {
+        rr_conn = uint32_t((rr_conn + 1) % nc);
+        if (k == nc) compact(ready);  // entries not reached keep their place (and any kGone) until a full pass
+    }
     st.tx_packets += n;
     return n;
 }
@@ -544,10 +561,26 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     }
 }
 
+bool Engine::Impl::wants_timer(const Conn& c) {
+    if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
+    if (c.state != ConnState::established) return false;
+    if (c.has_outstanding()) return true;
+    for (const TxPath& p : c.paths)
+        if (p.state == PathStateKind::failed || p.snd_una != p.snd_nxt) return true;
+    return false;
+}
+
 void Engine::Impl::timers(Time now) {
     Time next = kNever;
-    for (Conn* c : conns) {
-        if (!c) continue;
+    // Connections that may have a timer armed (timed); the others leave it.
+    for (uint32_t& slot : timed) {
+        Conn* c = slot == kGone ? nullptr : conns[slot];
+        if (!c || !wants_timer(*c)) {
+            if (c) c->in_timed = false;
+            slot = kGone;
+            continue;
+        }
+        wake(*c);  // a timer may give it something to send (retries, probes, resends)
         switch (c->state) {
         case ConnState::connecting:
             if (c->next_ctrl_retry && now >= c->next_ctrl_retry) {
@@ -607,6 +640,7 @@ void Engine::Impl::timers(Time now) {
             }
         }
     }
+    compact(timed);
     next_timer = next;
 }
 

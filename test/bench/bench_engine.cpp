@@ -41,7 +41,7 @@ struct Wire {
 // Assembles the TxPackets into contiguous datagrams (what a NIC or the kernel does).
 size_t assemble(const TxPacket* tx, size_t n, Wire& w, uint32_t peer) {
     size_t pos = 0;
-    w.rx.resize(n);
+    if (w.rx.size() < n) w.rx.resize(n);  // grown once: zeroing it per burst would be counted as engine time
     for (size_t i = 0; i < n; ++i) {
         uint8_t* d = w.buf.data() + pos;
         std::memcpy(d, tx[i].hdr, tx[i].hdr_len);
@@ -62,20 +62,25 @@ int main(int argc, char** argv) {
     uint32_t mtu = 4096;
     uint16_t paths = 4;
     size_t region_mib = 64;
+    uint32_t idle_conns = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if ((a == "-n" || a == "--packets") && i + 1 < argc) packets = std::strtoull(argv[++i], nullptr, 10);
         else if ((a == "-m" || a == "--mtu") && i + 1 < argc) mtu = uint32_t(std::strtoul(argv[++i], nullptr, 10));
         else if ((a == "-p" || a == "--paths") && i + 1 < argc) paths = uint16_t(std::strtoul(argv[++i], nullptr, 10));
         else if (a == "--wall") g_wall = true;
+        else if ((a == "-c" || a == "--idle-conns") && i + 1 < argc)
+            idle_conns = uint32_t(std::strtoul(argv[++i], nullptr, 10));
         else if ((a == "-r" || a == "--region-mib") && i + 1 < argc)
             region_mib = std::max<size_t>(2, std::strtoul(argv[++i], nullptr, 10));
         else {
-            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region-MiB] [--wall]\n"
+            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region-MiB] [-c idle-conns] [--wall]\n"
                         "  Engine cost per data packet (one core drives both ends), vs memcpy.\n"
                         "  -r: source and destination buffer size (default 64, beyond the LLC: every\n"
                         "      copy goes to memory; 2-4 keeps them cache-resident, which isolates\n"
                         "      the engine's own cost from memory-bandwidth noise)\n"
+                        "  -c: that many more connections between the two engines, established and\n"
+                        "      idle, beside the one that carries the WRITEs\n"
                         "  --wall: wall-clock instead of thread CPU time\n", argv[0]);
             return a == "-h" || a == "--help" ? 0 : 2;
         }
@@ -125,6 +130,27 @@ int main(int argc, char** argv) {
     }
     a.create_stream(ca, 1, pda, cqa, cqa);
     b.create_stream(cb, 1, pdb, cqb, cqb);
+    for (uint32_t k = 0; k < idle_conns; ++k) {
+        uint32_t c = 0;
+        if (a.connect(1, c) != Status::ok) {
+            std::fprintf(stderr, "bench_engine: connect %u refused\n", k);
+            return 1;
+        }
+        for (int i = 0; i < 10 && a.conn_state(c) != ConnState::established; ++i) {
+            exchange(a, b, 0);
+            exchange(b, a, 1);
+            now += 1000;
+        }
+        if (a.conn_state(c) != ConnState::established) {
+            std::fprintf(stderr, "bench_engine: idle connection %u did not establish\n", k);
+            return 1;
+        }
+    }
+    {
+        ConnEvent ev[64];
+        while (b.poll_events(ev, 64) > 0) {}
+        while (a.poll_events(ev, 64) > 0) {}
+    }
 
     const uint64_t msgs_total = (packets * mtu + kMsg - 1) / kMsg;
     uint64_t posted = 0, done = 0, data_pkts = 0;
@@ -197,8 +223,9 @@ int main(int argc, char** argv) {
     const double per_pkt = engine_ns_total / double(data_pkts);
     const double wire_pp = double(wire_ns) / double(data_pkts);
     const double copy_pp = memcpy_ns_total / double(data_pkts);
-    std::printf("mtu %u B, %u paths, %llu data packets (%llu x 1 MiB WRITE), acks included, %zu MiB buffers, %s\n",
-                mtu, paths, (unsigned long long)data_pkts, (unsigned long long)msgs_total, region_mib,
+    std::printf("mtu %u B, %u paths, %llu data packets (%llu x 1 MiB WRITE), acks included, %zu MiB buffers, "
+                "%u idle connections, %s\n",
+                mtu, paths, (unsigned long long)data_pkts, (unsigned long long)msgs_total, region_mib, idle_conns,
                 g_wall ? "wall-clock time" : "thread CPU time");
     std::printf("%-44s %8.1f ns/packet\n", "engine, both ends (incl. wire assembly)", per_pkt);
     std::printf("%-44s %8.1f ns/packet\n", "  of which wire assembly (NIC's copy)", wire_pp);

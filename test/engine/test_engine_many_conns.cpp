@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// Many connections between two engines, most of them idle: tx_burst,
+// next_deadline and the timers visit only connections that may have work
+// (Engine::Impl::ready / timed), so every kind of input must wake the one it
+// concerns: a packet, an API call, a timer. Cost per packet with idle
+// connections: `mroce-bench-engine -c N` (doc/performance.md section 1).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "pair_link.hpp"
+
+using namespace mroce;
+using mroce::test::PairLink;
+
+TEST_CASE("many idle connections: the ones given work wake and finish it", "[engine][conns]") {
+    EngineConfig cfg;
+    cfg.num_paths = 2;
+    cfg.csn_window = 64;
+    cfg.stream_depth = 4;
+    cfg.recv_depth = 4;
+    Engine a(cfg), b(cfg);
+    std::vector<uint8_t> ma(1 << 16, 0x11), mb(1 << 16, 0);
+    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
+    uint32_t cqa, cqb;
+    REQUIRE(a.create_cq(4096, cqa) == Status::ok);
+    REQUIRE(b.create_cq(4096, cqb) == Status::ok);
+    MrInfo mra, mrb;
+    REQUIRE(a.register_mr(pda, ma.data(), ma.size(), kAccessLocalWrite, mra) == Status::ok);
+    REQUIRE(b.register_mr(pdb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite, mrb) == Status::ok);
+    PairLink link(a, b, 9);
+
+    constexpr int kConns = 300;
+    std::vector<uint32_t> ca(kConns), cb;
+    for (int i = 0; i < kConns; ++i) REQUIRE(a.connect(1, ca[i]) == Status::ok);
+    REQUIRE(link.run(
+        [&] {
+            ConnEvent ev[64];
+            for (size_t n; (n = b.poll_events(ev, 64)) > 0;)
+                for (size_t i = 0; i < n; ++i)
+                    if (ev[i].kind == EventKind::incoming) cb.push_back(ev[i].conn);
+            for (uint32_t c : ca)
+                if (a.conn_state(c) != ConnState::established) return false;
+            return cb.size() == size_t(kConns);
+        },
+        1'000'000'000));
+    ConnEvent drain[64];
+    while (a.poll_events(drain, 64) > 0) {}
+    // Accepted in the order they were requested (CONNECT_REQs in order on one link).
+    for (int i = 0; i < kConns; ++i) {
+        REQUIRE(a.create_stream(ca[i], 7, pda, cqa, cqa) == Status::ok);
+        REQUIRE(b.create_stream(cb[i], 7, pdb, cqb, cqb) == Status::ok);
+    }
+    // Long idle: nothing is due, nothing is sent.
+    const uint64_t tx0 = a.stats().tx_packets + b.stats().tx_packets;
+    link.run([] { return false; }, 50'000'000);
+    CHECK(a.stats().tx_packets + b.stats().tx_packets == tx0);
+    CHECK(a.next_deadline(link.now) == UINT64_MAX);
+    CHECK(b.next_deadline(link.now) == UINT64_MAX);
+
+    // Work on a few scattered ones, through loss (timers must wake them too).
+    link.loss = 0.05;
+    const int busy[] = {0, 137, 299};
+    for (int k = 0; k < 3; ++k) {
+        SendWr wr;
+        wr.wr_id = uint64_t(busy[k]);
+        wr.op = OpKind::write;
+        wr.local_addr = uint64_t(reinterpret_cast<uintptr_t>(ma.data()));
+        wr.length = 16 << 10;
+        wr.lkey = mra.lkey;
+        wr.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(mb.data() + size_t(k) * (16 << 10)));
+        wr.rkey = mrb.rkey;
+        REQUIRE(a.post_send(ca[size_t(busy[k])], 7, wr) == Status::ok);
+    }
+    int done = 0;
+    REQUIRE(link.run(
+        [&] {
+            Completion c[8];
+            for (size_t i = 0, n = a.poll_cq(cqa, c, 8); i < n; ++i) {
+                CHECK(c[i].status == WcStatus::success);
+                ++done;
+            }
+            return done == 3;
+        },
+        2'000'000'000));
+    CHECK(std::memcmp(mb.data(), ma.data(), 48 << 10) == 0);
+    link.loss = 0;
+
+    // An idle one closes when asked, on both sides; the others stay up.
+    REQUIRE(a.disconnect(ca[42]) == Status::ok);
+    REQUIRE(link.run([&] { return a.conn_state(ca[42]) == ConnState::closed && b.conn_state(cb[42]) == ConnState::closed; },
+                     1'000'000'000));
+    for (int i = 0; i < kConns; ++i)
+        if (i != 42) CHECK(a.conn_state(ca[size_t(i)]) == ConnState::established);
+}
