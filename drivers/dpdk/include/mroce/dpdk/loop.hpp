@@ -35,11 +35,52 @@ concept PacketEngine = requires(E& e, const E& ce, const RxPacket* rx, TxPacket*
     { ce.next_deadline(t) } -> std::convertible_to<Time>;
 };
 
+// The transmit half of an engine loop, shared by EngineLoop and
+// PipelineLoop: the engine's queue to one TX queue, in bursts. Packets the
+// TX ring refused get one more chance on the next pass; after that the
+// engine's loss recovery owns them, as for any loss.
+class TxPump {
+public:
+    static constexpr size_t kBurst = 64;
+
+    // Returns the packets moved (handed to the port, and taken from the engine).
+    template <PacketEngine Eng>
+    size_t pump(DpdkPort& port, uint16_t txq, Eng& eng, Time now) {
+        size_t moved = 0;
+        if (nretry_) {
+            const size_t n = nretry_;
+            nretry_ = 0;
+            const size_t s = port.tx_burst(txq, retry_, n);
+            moved += s;
+            retry_dropped_ += n - s;
+            if (s < n) return moved;
+        }
+        for (;;) {
+            const size_t n = eng.tx_burst(tx_, kBurst, now);
+            if (n == 0) break;
+            const size_t s = port.tx_burst(txq, tx_, n);
+            moved += n;
+            if (s < n) {
+                for (size_t i = s; i < n; ++i) retry_[nretry_++] = tx_[i];
+                break;   // the ring is full: let it drain before asking for more
+            }
+            if (n < kBurst) break;
+        }
+        return moved;
+    }
+    uint64_t retry_dropped() const noexcept { return retry_dropped_; }
+
+private:
+    TxPacket tx_[kBurst];
+    TxPacket retry_[kBurst];
+    size_t nretry_ = 0;
+    uint64_t retry_dropped_ = 0;
+};
+
 template <PacketEngine Eng>
 class EngineLoop {
 public:
     static constexpr size_t kRxBurst = 32;
-    static constexpr size_t kTxBurst = 64;
 
     EngineLoop(DpdkPort& port, Eng& eng, uint16_t rxq = 0, uint16_t txq = 0)
         : port_(port), eng_(eng), rxq_(rxq), txq_(txq) {}
@@ -51,27 +92,7 @@ public:
         if (moved) eng_.rx_burst(rx_, moved, now);
         // The engine keeps nothing of an RxPacket past rx_burst: free the mbufs now.
         port_.rx_release(rxq_);
-        // Packets the TX ring refused last pass get one more chance; after that
-        // the engine's loss recovery owns them, as for any loss.
-        if (nretry_) {
-            const size_t n = nretry_;
-            nretry_ = 0;
-            const size_t s = port_.tx_burst(txq_, retry_, n);
-            moved += s;
-            retry_dropped_ += n - s;
-            if (s < n) return moved;
-        }
-        for (;;) {
-            const size_t n = eng_.tx_burst(tx_, kTxBurst, now);
-            if (n == 0) break;
-            const size_t s = port_.tx_burst(txq_, tx_, n);
-            moved += n;
-            if (s < n) {
-                for (size_t i = s; i < n; ++i) retry_[nretry_++] = tx_[i];
-                break;   // the ring is full: let it drain before asking for more
-            }
-            if (n < kTxBurst) break;
-        }
+        moved += tx_.pump(port_, txq_, eng_, now);
         return moved;
     }
 
@@ -86,7 +107,7 @@ public:
     }
 
     Time now() const noexcept { return clock_.now(); }
-    uint64_t retry_dropped() const noexcept { return retry_dropped_; }
+    uint64_t retry_dropped() const noexcept { return tx_.retry_dropped(); }
 
 private:
     DpdkPort& port_;
@@ -94,10 +115,7 @@ private:
     uint16_t rxq_, txq_;
     TscClock clock_;
     RxPacket rx_[kRxBurst];
-    TxPacket tx_[kTxBurst];
-    TxPacket retry_[kTxBurst];
-    size_t nretry_ = 0;
-    uint64_t retry_dropped_ = 0;
+    TxPump tx_;
 };
 
 }  // namespace mroce::dpdk

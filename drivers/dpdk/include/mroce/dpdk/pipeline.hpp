@@ -148,7 +148,6 @@ template <PlacingEngine Eng>
 class PipelineLoop {
 public:
     static constexpr size_t kRxBurst = 32;
-    static constexpr size_t kTxBurst = 64;
     static constexpr size_t kDoneBurst = 64;
 
     PipelineLoop(DpdkPort& port, Eng& eng, PlacementRings& rings, uint16_t rxq = 0, uint16_t txq = 0)
@@ -204,25 +203,7 @@ private:
             }
         }
         port_.rx_release(rxq_);   // everything not taken by a copy
-        if (nretry_) {
-            const size_t n = nretry_;
-            nretry_ = 0;
-            const size_t s = port_.tx_burst(txq_, retry_, n);
-            moved += s;
-            retry_dropped_ += n - s;
-            if (s < n) return moved + nd;
-        }
-        for (;;) {
-            const size_t n = eng_.tx_burst(tx_, kTxBurst, now);
-            if (n == 0) break;
-            const size_t s = port_.tx_burst(txq_, tx_, n);
-            moved += n;
-            if (s < n) {
-                for (size_t i = s; i < n; ++i) retry_[nretry_++] = tx_[i];
-                break;
-            }
-            if (n < kTxBurst) break;
-        }
+        moved += tx_.pump(port_, txq_, eng_, now);
         return moved + nd;
     }
 
@@ -237,7 +218,7 @@ public:
     }
 
     Time now() const noexcept { return clock_.now(); }
-    uint64_t retry_dropped() const noexcept { return retry_dropped_; }
+    uint64_t retry_dropped() const noexcept { return tx_.retry_dropped(); }
     uint64_t outstanding() const noexcept { return outstanding_; }   // copies on the rings
     uint64_t jobs_sent() const noexcept { return jobs_sent_; }
 
@@ -252,10 +233,7 @@ private:
     PlaceJob jobs_[kRxBurst];
     PlaceWork work_[kRxBurst];
     uint32_t done_[kDoneBurst];
-    TxPacket tx_[kTxBurst];
-    TxPacket retry_[kTxBurst];
-    size_t nretry_ = 0;
-    uint64_t retry_dropped_ = 0;
+    TxPump tx_;
     uint64_t outstanding_ = 0;
     uint64_t jobs_sent_ = 0;
 };
