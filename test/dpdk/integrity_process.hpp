@@ -122,42 +122,21 @@ inline int run_proc_side(const ProcSide& ps) {
         dpdk::PlacementRings rings("proc_pl", eng.config().place_depth);
         dpdk::CcRings cc_rings("proc_cc", eng.config().cc);
         dpdk::PipelineLoop<LossyEngine> loop(dp, lossy, rings, cc_rings);
-        struct Placement {
-            dpdk::PlacementStage stage;
-            std::atomic<bool> stop{false};
-        } pl;
-        pl.stage.add(rings);
+        dpdk::PlacementStage placement;
+        placement.add(rings);
+        dpdk::CcStage cc;
+        cc.add(cc_rings);
         const unsigned lc = rte_get_next_lcore(-1, 1, 0);
-        if (lc >= RTE_MAX_LCORE) throw dpdk::DpdkError("pipeline needs a second EAL lcore");
-        if (rte_eal_remote_launch(
-                [](void* arg) {
-                    auto* p = static_cast<Placement*>(arg);
-                    p->stage.run(p->stop);
-                    return 0;
-                },
-                &pl, lc) != 0)
-            throw dpdk::DpdkError("rte_eal_remote_launch failed");
-        struct CcLcore {
-            dpdk::CcStage stage;
-            std::atomic<bool> stop{false};
-        } cc;
-        cc.stage.add(cc_rings);
         const unsigned lc_cc = rte_get_next_lcore(lc, 1, 0);
-        if (lc_cc >= RTE_MAX_LCORE) throw dpdk::DpdkError("pipeline needs a third EAL lcore (the CC core)");
-        if (rte_eal_remote_launch(
-                [](void* arg) {
-                    auto* p = static_cast<CcLcore*>(arg);
-                    p->stage.run(p->stop);
-                    return 0;
-                },
-                &cc, lc_cc) != 0)
-            throw dpdk::DpdkError("rte_eal_remote_launch failed");
-        const int rc = run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [&] { return loop.outstanding(); });
-        while (eng.cc_feedback_waiting()) dpdk::cc_exchange(lossy, cc_rings);
-        pl.stop.store(true, std::memory_order_release);
-        cc.stop.store(true, std::memory_order_release);
-        rte_eal_wait_lcore(lc);
-        rte_eal_wait_lcore(lc_cc);
+        if (lc_cc >= RTE_MAX_LCORE)
+            throw dpdk::DpdkError("pipeline needs two more EAL lcores (placement and the CC core)");
+        int rc = 0;
+        {
+            dpdk::StageLcore<dpdk::PlacementStage> on_lc(placement, lc);
+            dpdk::StageLcore<dpdk::CcStage> on_lc_cc(cc, lc_cc);
+            rc = run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [&] { return loop.outstanding(); });
+            while (eng.cc_feedback_waiting()) dpdk::cc_exchange(lossy, cc_rings);
+        }
         if (rc != 0) return rc;
         std::printf("%s: pipeline: %llu window records on CC lcore %u\n", who,
                     (unsigned long long)cc_rings.core().records(), lc_cc);
@@ -168,11 +147,11 @@ inline int run_proc_side(const ProcSide& ps) {
                          (unsigned long long)eng.stats().cc_feedback_full);
             return 10;
         }
-        std::printf("%s: pipeline: %llu copies on lcore %u\n", who, (unsigned long long)pl.stage.copies(), lc);
-        if (pl.stage.copies() != loop.jobs_sent() || eng.stats().place_jobs != loop.jobs_sent() ||
-            eng.place_outstanding() != 0 || (!ps.requester && pl.stage.copies() == 0)) {
+        std::printf("%s: pipeline: %llu copies on lcore %u\n", who, (unsigned long long)placement.copies(), lc);
+        if (placement.copies() != loop.jobs_sent() || eng.stats().place_jobs != loop.jobs_sent() ||
+            eng.place_outstanding() != 0 || (!ps.requester && placement.copies() == 0)) {
             std::fprintf(stderr, "%s: placement: %llu copies, %llu jobs sent, %llu made, %zu outstanding\n", who,
-                         (unsigned long long)pl.stage.copies(), (unsigned long long)loop.jobs_sent(),
+                         (unsigned long long)placement.copies(), (unsigned long long)loop.jobs_sent(),
                          (unsigned long long)eng.stats().place_jobs, eng.place_outstanding());
             return 9;
         }

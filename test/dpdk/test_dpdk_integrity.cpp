@@ -79,54 +79,6 @@ struct CaseResult {
 
 enum class Arrangement { run_to_completion, pipeline };
 
-// The placement lcore of the pipeline arrangement, serving both engines.
-struct PlacementLcore {
-    PlacementStage stage;
-    std::atomic<bool> stop{false};
-    unsigned lcore = RTE_MAX_LCORE;
-    explicit PlacementLcore(PlacementRings& a, PlacementRings& b) {
-        stage.add(a);
-        stage.add(b);
-        lcore = rte_get_next_lcore(-1, 1, 0);
-        REQUIRE(lcore < RTE_MAX_LCORE);
-        REQUIRE(rte_eal_remote_launch(
-                    [](void* arg) {
-                        auto* self = static_cast<PlacementLcore*>(arg);
-                        self->stage.run(self->stop);
-                        return 0;
-                    },
-                    this, lcore) == 0);
-    }
-    ~PlacementLcore() {
-        stop.store(true, std::memory_order_release);
-        rte_eal_wait_lcore(lcore);
-    }
-};
-
-// The CC lcore of the pipeline arrangement, serving both engines (R-CC-8).
-struct CcLcore {
-    CcStage stage;
-    std::atomic<bool> stop{false};
-    unsigned lcore = RTE_MAX_LCORE;
-    explicit CcLcore(CcRings& a, CcRings& b) {
-        stage.add(a);
-        stage.add(b);
-        lcore = rte_get_next_lcore(rte_get_next_lcore(-1, 1, 0), 1, 0);
-        REQUIRE(lcore < RTE_MAX_LCORE);
-        REQUIRE(rte_eal_remote_launch(
-                    [](void* arg) {
-                        auto* self = static_cast<CcLcore*>(arg);
-                        self->stage.run(self->stop);
-                        return 0;
-                    },
-                    this, lcore) == 0);
-    }
-    ~CcLcore() {
-        stop.store(true, std::memory_order_release);
-        rte_eal_wait_lcore(lcore);
-    }
-};
-
 template <class LoopA, class LoopB>
 void drive(double loss, uint64_t seed, Engine& ea, Engine& eb, LossyEngine& la, LossyEngine& lb, LoopA& loop_a,
            LoopB& loop_b, const Workload& w, std::vector<uint8_t>* mem, const uint64_t* base, const PoolUsage* u0,
@@ -154,9 +106,16 @@ void run_case(double loss, uint64_t seed, Arrangement arr) {
         CcRings cca("cc_a", ea.config().cc), ccb("cc_b", eb.config().cc);
         PipelineLoop<LossyEngine> loop_a(*P.p[0], la, ra, cca), loop_b(*P.p[1], lb, rb, ccb);
         uint64_t copies = 0, cc_records = 0;
+        PlacementStage placement;   // both engines' copies on lcore 1
+        placement.add(ra);
+        placement.add(rb);
+        CcStage cc_stage;           // both engines' CC cores on lcore 2
+        cc_stage.add(cca);
+        cc_stage.add(ccb);
         {
-            PlacementLcore worker(ra, rb);
-            CcLcore cc(cca, ccb);
+            const unsigned l1 = rte_get_next_lcore(-1, 1, 0);
+            StageLcore<PlacementStage> on_l1(placement, l1);
+            StageLcore<CcStage> on_l2(cc_stage, rte_get_next_lcore(l1, 1, 0));
             drive(loss, seed, ea, eb, la, lb, loop_a, loop_b, w, mem, base, u0,
                   [&] { return loop_a.outstanding() + loop_b.outstanding(); });
             // Hand over the last feedback; the CC lcore stops once its rings are empty.
@@ -164,8 +123,8 @@ void run_case(double loss, uint64_t seed, Arrangement arr) {
                 cc_exchange(la, cca);
                 cc_exchange(lb, ccb);
             }
-            copies = worker.stage.copies();
         }
+        copies = placement.copies();
         // Every window update went through the CC lcore, none was dropped.
         cc_records = cca.core().records() + ccb.core().records();
         CHECK(ea.stats().cc_feedback > 0);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <rte_launch.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
@@ -138,6 +139,38 @@ private:
     rte_mbuf* mbufs_[kBurst];
     uint32_t tokens_[kBurst];
     uint64_t copies_ = 0;
+};
+
+// Runs a stage (PlacementStage, CcStage: anything with run(stop)) on an EAL
+// worker lcore from construction until destruction, which stops it once its
+// input rings are empty and waits for the lcore.
+template <class Stage>
+class StageLcore {
+public:
+    StageLcore(Stage& stage, unsigned lcore) : stage_(stage), lcore_(lcore) {
+        if (lcore >= RTE_MAX_LCORE) throw DpdkError("StageLcore: no such EAL lcore (the EAL core list is too short)");
+        if (const int rc = rte_eal_remote_launch(
+                [](void* arg) {
+                    auto* self = static_cast<StageLcore*>(arg);
+                    self->stage_.run(self->stop_);
+                    return 0;
+                },
+                this, lcore);
+            rc != 0)
+            throw DpdkError("rte_eal_remote_launch on lcore " + std::to_string(lcore) + ": " + rte_strerror(-rc));
+    }
+    ~StageLcore() {
+        stop_.store(true, std::memory_order_release);
+        rte_eal_wait_lcore(lcore_);
+    }
+    StageLcore(const StageLcore&) = delete;
+    StageLcore& operator=(const StageLcore&) = delete;
+    unsigned lcore() const noexcept { return lcore_; }
+
+private:
+    Stage& stage_;
+    unsigned lcore_;
+    std::atomic<bool> stop_{false};
 };
 
 // Engine lcore of the pipeline arrangement: like EngineLoop, but payload
