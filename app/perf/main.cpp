@@ -690,12 +690,12 @@ int run_client(const Opts& o) {
         for (size_t p = 0; p < paths.size(); ++p)
             std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
                         ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
-                        ", \"ce_marks\": %" PRIu64
+                        ", \"rerouted\": %" PRIu64 ", \"ce_marks\": %" PRIu64
                         ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"cwnd\": %.1f}",
                         p ? ", " : "", p, paths[p].state == PathStateKind::active ? "active" : "failed",
                         paths[p].tx_packets, paths[p].retransmits, paths[p].losses, paths[p].timeouts,
-                        paths[p].spurious_timeouts, paths[p].ce_marks, paths[p].rx_packets, paths[p].rx_ce, double(paths[p].srtt) / 1e3,
-                        paths[p].cwnd);
+                        paths[p].spurious_timeouts, paths[p].rerouted, paths[p].ce_marks, paths[p].rx_packets,
+                        paths[p].rx_ce, double(paths[p].srtt) / 1e3, paths[p].cwnd);
         std::printf("], \"engine\": ");
         print_engine_json(stdout, e, ds, ts);
         std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64

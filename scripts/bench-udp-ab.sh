@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026 The mroce authors
+#
+# A/B of mroce-perf between two builds (e.g. main before a change and after),
+# interleaved so both see the same machine: per repetition one kernel TCP
+# stream (iperf3) and the raw UDP ceiling, then mroce-perf WRITE 64 KiB and
+# 1 MiB from build A and build B, alternating which goes first. Prints per
+# repetition the goodputs and the client's timeouts / spurious timeouts, and
+# per build and size the median ratio to the same repetition's iperf3.
+# Unpinned (as PIN= in bench-udp.sh): on a shared machine pinning just queues
+# a process behind whatever else runs on its core.
+#
+# usage: scripts/bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]   (defaults: 3, 3)
+# Env: PORT=base port; LOG=file for the raw JSON lines.
+set -euo pipefail
+
+A=${1:?usage: bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]}
+B=${2:?usage: bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]}
+REPS=${3:-3}
+SECS=${4:-3}
+PORT=${PORT:-43000}
+LOG=${LOG:-$(mktemp /tmp/bench-udp-ab.XXXXXX.jsonl)}
+CEIL=$B/app/udp-ceiling/mroce-udp-ceiling
+for b in "$A/app/perf/mroce-perf" "$B/app/perf/mroce-perf" "$CEIL"; do
+  [[ -x $b ]] || { echo "bench-udp-ab: $b missing" >&2; exit 1; }
+done
+command -v iperf3 >/dev/null || { echo "bench-udp-ab: iperf3 not installed" >&2; exit 1; }
+port() { PORT=$((PORT + 10)); echo $PORT; }
+: >"$LOG"
+
+echo "# bench-udp-ab $(date -u +%FT%TZ)  $(nproc) cpus  load $(cut -d' ' -f1-3 /proc/loadavg)  A=$A B=$B  ${SECS}s per run, $REPS reps"
+for r in $(seq "$REPS"); do
+  p=$(port)
+  iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
+  sleep 0.3
+  t=$(iperf3 -c 127.0.0.1 -p "$p" -t "$SECS" -J 2>/dev/null |
+      python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))')
+  wait
+  c=$("$CEIL" --no-pin --mode bw --variant gso+gro --size 4096 --seconds "$SECS" --port "$(port)" 2>&1 |
+      sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1)
+  echo "{\"rep\": $r, \"kind\": \"iperf3\", \"gbps\": ${t:-0}}" >>"$LOG"
+  echo "{\"rep\": $r, \"kind\": \"ceiling\", \"gbps\": ${c:-0}}" >>"$LOG"
+  if ((r % 2)); then order=(A B); else order=(B A); fi
+  for s in 65536 1048576; do
+    for k in "${order[@]}"; do
+      [[ $k == A ]] && b=$A || b=$B
+      p=$(port)
+      "$b/app/perf/mroce-perf" -p "$p" --json >/dev/null 2>&1 &
+      sleep 0.3
+      o=$("$b/app/perf/mroce-perf" 127.0.0.1 -p "$p" -s "$s" -D "$SECS" --json 2>/dev/null) || o='{}'
+      wait || true
+      echo "{\"rep\": $r, \"kind\": \"$k\", \"run\": $o}" >>"$LOG"
+    done
+  done
+done
+echo "# end $(date -u +%FT%TZ)  load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$LOG" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sizes = (65536, 1048576)
+print("| rep | iperf3 | raw ceiling | A 64K | B 64K | A 1M | B 1M | timeouts/spurious A 64K, B 64K, A 1M, B 1M |")
+print("|---:|---:|---:|---:|---:|---:|---:|---|")
+ratios = {}
+for rep in sorted({r["rep"] for r in rows}):
+    R = [r for r in rows if r["rep"] == rep]
+    t = next(r["gbps"] for r in R if r["kind"] == "iperf3")
+    c = next(r["gbps"] for r in R if r["kind"] == "ceiling")
+    runs = {(r["kind"], r["run"].get("size")): r["run"] for r in R if r["kind"] in "AB"}
+    def gp(k, s):
+        return runs.get((k, s), {}).get("goodput_gbps", 0.0)
+    def to(k, s):
+        p = runs.get((k, s), {}).get("path", [])
+        return "%d/%d" % (sum(x["timeouts"] for x in p), sum(x.get("spurious_timeouts", 0) for x in p))
+    for k in "AB":
+        for s in sizes:
+            ratios.setdefault((k, s), []).append(gp(k, s) / t if t else 0.0)
+    print("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s |" % (
+        rep, t, c, gp("A", 65536), gp("B", 65536), gp("A", 1048576), gp("B", 1048576),
+        ", ".join(to(k, s) for k, s in (("A", 65536), ("B", 65536), ("A", 1048576), ("B", 1048576)))))
+for s in sizes:
+    print("# %s: median vs iperf3  A %.2f  B %.2f   (per rep A %s, B %s)" % (
+        "64 KiB" if s == 65536 else "1 MiB", statistics.median(ratios[("A", s)]), statistics.median(ratios[("B", s)]),
+        " ".join("%.2f" % x for x in ratios[("A", s)]), " ".join("%.2f" % x for x in ratios[("B", s)])))
+print("# raw JSON lines: " + sys.argv[1])
+PY
