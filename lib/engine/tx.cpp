@@ -13,6 +13,22 @@ namespace mroce {
 
 // The fields every segment of one request shares (R-DATA-5); the caller adds
 // the per-segment ones (offset, payload, msg_len for READ and atomics).
+// The DATA header fields of a packet's message (R-DATA-5): the same for
+// every segment; the caller sets the per-packet ones.
+static wire::DataHeader message_header(const TxPkt& t) {
+    wire::DataHeader d;
+    d.opcode = t.opcode;
+    d.dflags = t.dflags;
+    d.stream_id = t.stream_id;
+    d.msg_seq = t.msg_seq;
+    d.msg_len = t.msg_len;
+    d.rkey = t.rkey;
+    d.remote_addr = t.remote_addr;
+    d.recv_seq = t.recv_seq;
+    d.imm = t.imm;
+    return d;
+}
+
 static TxPkt request_pkt(const Stream& s, const SendWqe& w, const TxJob& job) {
     TxPkt t{};
     t.opcode = w.opcode;
@@ -407,20 +423,12 @@ int Engine::Impl::pick_path(Conn& c) {
         h.src_conn = c.id;
         h.dst_conn = c.remote_conn;
         h.path_id = uint16_t(pi);
-        wire::DataHeader d;
+        wire::DataHeader d = message_header(t);
         d.psn = psn;
         d.csn = t.csn;
-        d.opcode = t.opcode;
         d.dflags = dflags;
         d.payload_len = t.payload_len;
-        d.stream_id = t.stream_id;
-        d.msg_seq = t.msg_seq;
-        d.msg_len = t.msg_len;
         d.offset = t.offset;
-        d.rkey = t.rkey;
-        d.remote_addr = t.remote_addr;
-        d.recv_seq = t.recv_seq;
-        d.imm = t.imm;
         d.ts = ts;
         d.path_floor = tx_floor(p);
         o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
@@ -465,16 +473,7 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
         wire::CommonHeader h;
         h.src_conn = c.id;
         h.dst_conn = c.remote_conn;
-        wire::DataHeader d;
-        d.opcode = tmpl.opcode;
-        d.dflags = tmpl.dflags;
-        d.stream_id = tmpl.stream_id;
-        d.msg_seq = tmpl.msg_seq;
-        d.msg_len = tmpl.msg_len;
-        d.rkey = tmpl.rkey;
-        d.remote_addr = tmpl.remote_addr;
-        d.recv_seq = tmpl.recv_seq;
-        d.imm = tmpl.imm;
+        const wire::DataHeader d = message_header(tmpl);
         wire::encode_data({hdr, sizeof hdr}, h, d);
     }
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
