@@ -54,17 +54,6 @@ void FairShare::activate(Sender& s, Time now) noexcept {
     }
 }
 
-void FairShare::on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
-    if (idx >= senders_.size()) return;
-    Sender& s = senders_[idx];
-    // R-HINT-2: a sender that was silent (or only shook hands) is measured
-    // from its first byte, not from an interval start it was idle through:
-    // that would make it look demand-limited (R-HINT-4).
-    if (s.bytes == 0 && s.rate_kbps == 0) s.measure_from = now;
-    s.bytes += bytes;
-    activate(s, now);
-}
-
 void FairShare::on_connect(uint32_t idx, Time now) noexcept {
     if (idx < senders_.size() && senders_[idx].used) activate(senders_[idx], now);
 }

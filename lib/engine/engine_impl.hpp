@@ -335,6 +335,11 @@ struct Engine::Impl {
     const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing
     // Decoded into in place by rx_one: a Packet on the stack would be zeroed per packet.
     wire::Packet rx_pk;
+    // emit_segment_run's per-message template, transmit record and header
+    // bytes: members, not locals, so that each segment copies them as whole
+    // words instead of the compiler re-storing every field it tracked.
+    TxPkt run_pkt;
+    alignas(16) uint8_t run_hdr[wire::kDataLen];
 
     explicit Impl(const EngineConfig& c);
     ~Impl();

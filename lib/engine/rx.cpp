@@ -38,7 +38,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     ++st.rx_packets;
     wire::Packet& pk = rx_pk;
     // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
-    const wire::DecodeError e = rp.len2 == 0 ? wire::decode({rp.data, rp.len}, pk)
+    const wire::DecodeError e = rp.len2 == 0 ? wire::decode_data({rp.data, rp.len}, pk)
                                              : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
     if (e != wire::DecodeError::ok) {
         // R-ERR-1: undecodable datagrams are dropped and counted by cause.

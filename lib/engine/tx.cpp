@@ -466,15 +466,16 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
         w.opcode != Opcode::send_imm)
         return 0;
     if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
-    TxPkt tmpl = request_pkt(s, w, job);
+    TxPkt& tmpl = run_pkt;
+    tmpl = request_pkt(s, w, job);
     tmpl.msg_len = w.wr.length;
-    uint8_t hdr[wire::kDataLen];
+    uint8_t* hdr = run_hdr;
     {
         wire::CommonHeader h;
         h.src_conn = c.id;
         h.dst_conn = c.remote_conn;
         const wire::DataHeader d = message_header(tmpl);
-        wire::encode_data({hdr, sizeof hdr}, h, d);
+        wire::encode_data({hdr, wire::kDataLen}, h, d);
     }
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;

@@ -20,35 +20,6 @@ using detail::put_common;
 
 inline constexpr uint16_t kMaxPaths = 256;
 
-bool valid_opcode(uint8_t o) { return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp); }
-
-// R-WIRE-7: per-opcode consistency of a data header.
-[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d) {
-    const uint64_t end = uint64_t(d.offset) + d.payload_len;
-    switch (d.opcode) {
-    case Opcode::send:
-    case Opcode::send_imm:
-    case Opcode::write:
-    case Opcode::write_imm:
-    case Opcode::read_resp:
-        if (end > d.msg_len) return false;
-        if (d.payload_len == 0 && d.msg_len != 0) return false;  // only a 0-byte message has an empty packet
-        if ((d.opcode == Opcode::write || d.opcode == Opcode::write_imm) &&
-            d.remote_addr + d.msg_len < d.remote_addr)
-            return false;  // destination range wraps the address space
-        return true;
-    case Opcode::read_req:
-        return d.payload_len == 0 && d.offset == 0 && d.remote_addr + d.msg_len >= d.remote_addr;
-    case Opcode::atomic_cas:
-    case Opcode::atomic_fadd:
-        return d.payload_len == kAtomicReqPayload && d.msg_len == 8 && d.offset == 0 &&
-               (d.remote_addr & 7) == 0;
-    case Opcode::atomic_resp:
-        return d.payload_len == kAtomicRespPayload && d.msg_len == 8 && d.offset == 0;
-    }
-    return false;
-}
-
 }  // namespace
 
 const char* to_string(DecodeError e) noexcept {
@@ -168,36 +139,14 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
 
     switch (c.type) {
     case PacketType::data: {
-        DataHeader& d = out.data;
-        d.psn = get32(p + 16);
-        d.csn = get32(p + 20);
-        if (!valid_opcode(p[24])) return DecodeError::bad_opcode;
-        d.opcode = Opcode(p[24]);
-        d.dflags = p[25];
-        d.payload_len = get16(p + 26);
-        d.stream_id = get32(p + 28);
-        d.msg_seq = get32(p + 32);
-        d.msg_len = get32(p + 36);
-        d.offset = get32(p + 40);
-        d.rkey = get32(p + 44);
-        d.remote_addr = get64(p + 48);
-        d.recv_seq = get32(p + 56);
-        d.imm = get32(p + 60);
-        d.ts = get32(p + 64);
-        d.path_floor = get32(p + 68);
-        if (d.payload_len > kMaxPayload) return DecodeError::oversized;
-        // One test on the common path: the datagram is exactly header + payload.
-        if (n != hl + d.payload_len) [[unlikely]]
-            return n < hl + d.payload_len ? DecodeError::truncated : DecodeError::oversized;
-        if (!data_consistent(d)) return DecodeError::inconsistent;
-        // R-PATH-5: the floor never passes the packet's own PSN.
-        if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
+        const DecodeError e = detail::decode_data_fields(p, n, out.data);
+        if (e != DecodeError::ok) return e;
         if constexpr (Split) {
             // n == hl + payload_len: the payload is the rest of first, then all of second.
             out.payload = first.subspan(hl);
             out.payload_tail = second;
         } else {
-            out.payload = first.subspan(hl, d.payload_len);
+            out.payload = first.subspan(hl, out.data.payload_len);
         }
         return DecodeError::ok;
     }

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     uint64_t packets = 2'000'000;
     uint32_t mtu = 4096;
     uint16_t paths = 4;
-    size_t region_mib = 64;
+    size_t region = size_t(64) << 20;
+    size_t burst = 256;
     uint32_t idle_conns = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -71,19 +72,30 @@ int main(int argc, char** argv) {
         else if (a == "--wall") g_wall = true;
         else if ((a == "-c" || a == "--idle-conns") && i + 1 < argc)
             idle_conns = uint32_t(std::strtoul(argv[++i], nullptr, 10));
-        else if ((a == "-r" || a == "--region-mib") && i + 1 < argc)
-            region_mib = std::max<size_t>(2, std::strtoul(argv[++i], nullptr, 10));
+        else if ((a == "-r" || a == "--region") && i + 1 < argc) {
+            char* end = nullptr;
+            const size_t v = std::strtoul(argv[++i], &end, 10);
+            region = end && (*end == 'K' || *end == 'k') ? v << 10 : v << 20;
+        } else if ((a == "-b" || a == "--burst") && i + 1 < argc)
+            burst = std::strtoul(argv[++i], nullptr, 10);
         else {
-            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region-MiB] [-c idle-conns] [--wall]\n"
+            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region[K]] [-b burst] [-c idle-conns] [--wall]\n"
                         "  Engine cost per data packet (one core drives both ends), vs memcpy.\n"
-                        "  -r: source and destination buffer size (default 64, beyond the LLC: every\n"
-                        "      copy goes to memory; 2-4 keeps them cache-resident, which isolates\n"
-                        "      the engine's own cost from memory-bandwidth noise)\n"
+                        "  -r: source and destination buffer size, MiB, or KiB with a K suffix\n"
+                        "      (default 64: beyond the caches, every copy goes to memory; a few MiB\n"
+                        "      stays in the LLC; 256K with -b 32 keeps source, destination and\n"
+                        "      datagrams in L2, which isolates the engine's own cost from memory)\n"
+                        "      WRITEs are 1 MiB, or the region's size when it is smaller\n"
+                        "  -b: packets per tx_burst / rx_burst (default 256)\n"
                         "  -c: that many more connections between the two engines, established and\n"
                         "      idle, beside the one that carries the WRITEs\n"
                         "  --wall: wall-clock instead of thread CPU time\n", argv[0]);
             return a == "-h" || a == "--help" ? 0 : 2;
         }
+    }
+    if (region < (size_t(64) << 10) || burst == 0 || burst > 512 || mtu < 256 || paths == 0) {
+        std::fprintf(stderr, "bench_engine: need -r >= 64K, -b 1..512, -m >= 256, -p >= 1\n");
+        return 2;
     }
     EngineConfig cfg;
     cfg.max_payload = uint16_t(mtu);
@@ -91,8 +103,8 @@ int main(int argc, char** argv) {
     cfg.rate_hints = false;  // pacing would make one core wait on a clock it does not have
     cfg.cc.init_cwnd = 256;
     Engine a(cfg), b(cfg);
-    const size_t kMsg = 1 << 20;
-    const size_t kRegion = region_mib << 20;  // default larger than the LLC: copies go to memory as a NIC's would
+    const size_t kRegion = region;  // default larger than the LLC: copies go to memory as a NIC's would
+    const size_t kMsg = std::min<size_t>(size_t(1) << 20, kRegion);
     std::vector<uint8_t> src(kRegion, 0x5a), dst(kRegion, 0);
     const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
     uint32_t cqa, cqb;
@@ -103,8 +115,8 @@ int main(int argc, char** argv) {
     b.register_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite, md);
 
     Wire w;
-    w.buf.resize(512 * (mtu + 256));
-    std::vector<TxPacket> tx(256);
+    w.buf.resize(burst * ((mtu + 256 + 63) & ~size_t(63)));
+    std::vector<TxPacket> tx(burst);
     Time now = 1000;
     auto exchange = [&](Engine& from, Engine& to, uint32_t peer_of_from) {
         size_t n = from.tx_burst(tx.data(), tx.size(), now);
@@ -223,9 +235,10 @@ int main(int argc, char** argv) {
     const double per_pkt = engine_ns_total / double(data_pkts);
     const double wire_pp = double(wire_ns) / double(data_pkts);
     const double copy_pp = memcpy_ns_total / double(data_pkts);
-    std::printf("mtu %u B, %u paths, %llu data packets (%llu x 1 MiB WRITE), acks included, %zu MiB buffers, "
-                "%u idle connections, %s\n",
-                mtu, paths, (unsigned long long)data_pkts, (unsigned long long)msgs_total, region_mib, idle_conns,
+    std::printf("mtu %u B, %u paths, %llu data packets (%llu x %zu KiB WRITE), acks included, %zu KiB buffers, "
+                "bursts of %zu, %u idle connections, %s\n",
+                mtu, paths, (unsigned long long)data_pkts, (unsigned long long)msgs_total, kMsg >> 10, kRegion >> 10,
+                burst, idle_conns,
                 g_wall ? "wall-clock time" : "thread CPU time");
     std::printf("%-44s %8.1f ns/packet\n", "engine, both ends (incl. wire assembly)", per_pkt);
     std::printf("%-44s %8.1f ns/packet\n", "  of which wire assembly (NIC's copy)", wire_pp);

@@ -107,6 +107,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Packet p;
     const DecodeError e = decode(in, p);
     {
+        // The engine's inline DATA decoder: same result and fields as decode().
+        Packet q;
+        const DecodeError eq = decode_data(in, q);
+        if (eq != e) fail("decode_data and decode disagree on the error");
+        if (e == DecodeError::ok && (!same_fields(p, q) || q.payload.data() != p.payload.data() ||
+                                     q.payload.size() != p.payload.size() || !q.payload_tail.empty()))
+            fail("decode_data differs from decode");
+        if (eq != DecodeError::ok && !q.payload.empty()) fail("payload view set on a failed decode_data");
+    }
+    {
         // The same datagram in two spans (a DPDK chain), cut where the input says,
         // each span its own exact-size allocation: decode_split agrees with decode
         // or refuses a header that straddles the cut, and reads neither span past its end.

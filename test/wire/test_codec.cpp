@@ -976,6 +976,70 @@ TEST_CASE("no out-of-bounds: every single-byte mutation decodes or fails cleanly
     }
 }
 
+TEST_CASE("decode_data: the inline DATA decoder agrees with decode on every mutation and length", "[wire][data]") {
+    // decode_data (the engine's receive path) must give decode()'s error and,
+    // when both accept, the same fields and payload view: every opcode, every
+    // header byte set to each of a few values, every truncation, and the
+    // other types (which it hands to decode()).
+    auto agree = [](const Bytes& b) {
+        Packet x, y;
+        const DecodeError ex = decode(std::span<const uint8_t>(b), x);
+        const DecodeError ey = decode_data(std::span<const uint8_t>(b), y);
+        REQUIRE(ex == ey);
+        if (ex != DecodeError::ok) {
+            CHECK(y.payload.empty());
+            return;
+        }
+        CHECK(y.common.type == x.common.type);
+        CHECK(y.common.dst_conn == x.common.dst_conn);
+        CHECK(y.common.src_conn == x.common.src_conn);
+        CHECK(y.common.path_id == x.common.path_id);
+        CHECK(y.common.flags == x.common.flags);
+        CHECK(y.payload.data() == x.payload.data());
+        CHECK(y.payload.size() == x.payload.size());
+        if (x.common.type != PacketType::data) return;
+        const DataHeader &a = x.data, &d = y.data;
+        CHECK(d.psn == a.psn);
+        CHECK(d.csn == a.csn);
+        CHECK(d.opcode == a.opcode);
+        CHECK(d.dflags == a.dflags);
+        CHECK(d.payload_len == a.payload_len);
+        CHECK(d.stream_id == a.stream_id);
+        CHECK(d.msg_seq == a.msg_seq);
+        CHECK(d.msg_len == a.msg_len);
+        CHECK(d.offset == a.offset);
+        CHECK(d.rkey == a.rkey);
+        CHECK(d.remote_addr == a.remote_addr);
+        CHECK(d.recv_seq == a.recv_seq);
+        CHECK(d.imm == a.imm);
+        CHECK(d.ts == a.ts);
+        CHECK(d.path_floor == a.path_floor);
+    };
+    size_t accepted = 0;
+    for (Opcode op : kAllOpcodes) {
+        const Bytes base = encode(valid_data(op));
+        {
+            Packet y;
+            REQUIRE(decode_data(std::span<const uint8_t>(base), y) == DecodeError::ok);
+            CHECK(y.data.opcode == op);
+            CHECK(y.data.remote_addr == 0x0000123456789AB0ull);
+            CHECK(y.data.path_floor == 0x01020300u);
+        }
+        for (size_t n = 0; n <= base.size(); ++n) agree(Bytes(base.begin(), base.begin() + long(n)));
+        for (size_t i = 0; i < kDataLen; ++i) {
+            for (int v : {0x00, 0x01, 0x09, 0x7F, 0x80, 0xFF}) {
+                Bytes b = base;
+                b[i] = uint8_t(v);
+                agree(b);
+                Packet q;
+                if (decode(std::span<const uint8_t>(b), q) == DecodeError::ok) ++accepted;
+            }
+        }
+    }
+    CHECK(accepted > 1000);  // the mutations reach the accepting path too, not only errors
+    for (PacketType t : kAllTypes) agree(valid_packet(t));
+}
+
 TEST_CASE("decode checks apply in the order of spec 2.12 (R-WIRE-9)", "[wire][errors]") {
     // Each case breaks two rules; the earlier check decides the error.
     Bytes b;

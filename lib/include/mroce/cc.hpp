@@ -210,7 +210,18 @@ public:
     uint32_t add_sender(double weight = 1.0);
     void remove_sender(uint32_t idx) noexcept;
     void set_weight(uint32_t idx, double w) noexcept;
-    void on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept;
+    // Every received data packet: inline, since it runs once per packet and
+    // an active sender's packet only adds its bytes.
+    void on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
+        if (idx >= senders_.size()) [[unlikely]] return;
+        Sender& s = senders_[idx];
+        // R-HINT-2: a sender that was silent (or only shook hands) is measured
+        // from its first byte, not from an interval start it was idle through:
+        // that would make it look demand-limited (R-HINT-4).
+        if (s.bytes == 0 && s.rate_kbps == 0) s.measure_from = now;
+        s.bytes += bytes;
+        if (!s.active || !started_) [[unlikely]] activate(s, now);
+    }
     // The sender's handshake was accepted: it is active from now on, before
     // its first byte, so the share its CONNECT_ACK carries counts it (R-HINT-2).
     void on_connect(uint32_t idx, Time now) noexcept;

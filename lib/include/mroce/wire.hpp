@@ -104,6 +104,15 @@ struct DataHeader {
     uint32_t ts = 0;          // sender clock, ns mod 2^32, echoed in acks (R-RTT-1)
     uint32_t path_floor = 0;  // every PSN below this on this path is resolved (R-PATH-5)
 };
+// Does DataHeader lay its fields out as the wire does (minus the common
+// header)? Then the decoder swaps whole words (detail::decode_data_fields).
+inline constexpr bool kDataHeaderWireLayout =
+    sizeof(DataHeader) == 56 && offsetof(DataHeader, csn) == 4 && offsetof(DataHeader, opcode) == 8 &&
+    offsetof(DataHeader, dflags) == 9 && offsetof(DataHeader, payload_len) == 10 &&
+    offsetof(DataHeader, stream_id) == 12 && offsetof(DataHeader, msg_seq) == 16 &&
+    offsetof(DataHeader, msg_len) == 20 && offsetof(DataHeader, offset) == 24 && offsetof(DataHeader, rkey) == 28 &&
+    offsetof(DataHeader, remote_addr) == 32 && offsetof(DataHeader, recv_seq) == 40 &&
+    offsetof(DataHeader, imm) == 44 && offsetof(DataHeader, ts) == 48 && offsetof(DataHeader, path_floor) == 52;
 
 struct AckHeader {
     uint32_t cum_psn = 0;    // next PSN expected on the path: all below it received or resolved
@@ -205,6 +214,9 @@ size_t encode_connect(std::span<uint8_t> out, const CommonHeader& c, const Conne
 size_t encode_disconnect(std::span<uint8_t> out, const CommonHeader& c, const DisconnectHeader& h) noexcept;
 
 // Opcode properties used by both codec and engine.
+constexpr bool valid_opcode(uint8_t o) noexcept {
+    return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp);
+}
 constexpr bool carries_rkey(Opcode o) noexcept {
     return o == Opcode::write || o == Opcode::write_imm || o == Opcode::read_req ||
            o == Opcode::atomic_cas || o == Opcode::atomic_fadd;
@@ -257,7 +269,123 @@ inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
     put16(p + 12, c.path_id);
     put16(p + 14, 0);
 }
+
+// R-WIRE-7: per-opcode consistency of a data header.
+[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d) noexcept {
+    const uint64_t end = uint64_t(d.offset) + d.payload_len;
+    switch (d.opcode) {
+    case Opcode::send:
+    case Opcode::send_imm:
+    case Opcode::write:
+    case Opcode::write_imm:
+    case Opcode::read_resp:
+        if (end > d.msg_len) return false;
+        if (d.payload_len == 0 && d.msg_len != 0) return false;  // only a 0-byte message has an empty packet
+        if ((d.opcode == Opcode::write || d.opcode == Opcode::write_imm) &&
+            d.remote_addr + d.msg_len < d.remote_addr)
+            return false;  // destination range wraps the address space
+        return true;
+    case Opcode::read_req:
+        return d.payload_len == 0 && d.offset == 0 && d.remote_addr + d.msg_len >= d.remote_addr;
+    case Opcode::atomic_cas:
+    case Opcode::atomic_fadd:
+        return d.payload_len == kAtomicReqPayload && d.msg_len == 8 && d.offset == 0 &&
+               (d.remote_addr & 7) == 0;
+    case Opcode::atomic_resp:
+        return d.payload_len == kAtomicRespPayload && d.msg_len == 8 && d.offset == 0;
+    }
+    return false;  // not an opcode (R-WIRE-4)
+}
+
+// Two big-endian 32-bit fields side by side, as one little-endian load:
+// both swapped in place by one byte swap and one rotate.
+inline uint64_t swap_be32_pair(uint64_t w) noexcept {
+    w = __builtin_bswap64(w);
+    return (w >> 32) | (w << 32);
+}
+
+// The data fields of a DATA header (bytes kCommonLen..kDataLen) and their
+// checks, for decode(), decode_split() and decode_data(); p holds at least
+// kDataLen bytes and n is the datagram's whole length.
+[[gnu::always_inline]] inline DecodeError decode_data_fields(const uint8_t* p, size_t n, DataHeader& d) noexcept {
+    if constexpr (std::endian::native == std::endian::little && kDataHeaderWireLayout) {
+        // DataHeader lays its fields out as the wire does (kDataHeaderWireLayout),
+        // so the header is seven 8-byte words, each swapped in a register and
+        // stored where it belongs (one word at a time: an array staged the
+        // whole header through the stack).
+        unsigned char* out = reinterpret_cast<unsigned char*>(&d);
+        auto word = [&](size_t i, bool pair) {
+            uint64_t w;
+            std::memcpy(&w, p + kCommonLen + 8 * i, 8);
+            w = pair ? swap_be32_pair(w) : __builtin_bswap64(w);
+            std::memcpy(out + 8 * i, &w, 8);
+        };
+        word(0, true);   // psn, csn
+        word(2, true);   // msg_seq, msg_len
+        word(3, true);   // offset, rkey
+        word(4, false);  // remote_addr
+        word(5, true);   // recv_seq, imm
+        word(6, true);   // ts, path_floor
+        d.opcode = Opcode(p[24]);
+        d.dflags = p[25];
+        d.payload_len = get16(p + 26);  // word 1: opcode and dflags are bytes
+        d.stream_id = get32(p + 28);
+    } else {
+        d.psn = get32(p + 16);
+        d.csn = get32(p + 20);
+        d.opcode = Opcode(p[24]);
+        d.dflags = p[25];
+        d.payload_len = get16(p + 26);
+        d.stream_id = get32(p + 28);
+        d.msg_seq = get32(p + 32);
+        d.msg_len = get32(p + 36);
+        d.offset = get32(p + 40);
+        d.rkey = get32(p + 44);
+        d.remote_addr = get64(p + 48);
+        d.recv_seq = get32(p + 56);
+        d.imm = get32(p + 60);
+        d.ts = get32(p + 64);
+        d.path_floor = get32(p + 68);
+    }
+    if (!valid_opcode(p[24])) return DecodeError::bad_opcode;
+    if (d.payload_len > kMaxPayload) return DecodeError::oversized;
+    // One test on the common path: the datagram is exactly header + payload.
+    if (n != kDataLen + d.payload_len) [[unlikely]]
+        return n < kDataLen + d.payload_len ? DecodeError::truncated : DecodeError::oversized;
+    if (!data_consistent(d)) return DecodeError::inconsistent;
+    // R-PATH-5: the floor never passes the packet's own PSN.
+    if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
+    return DecodeError::ok;
+}
+
+inline void get_common(const uint8_t* p, CommonHeader& c) noexcept {
+    c.version = p[0];
+    c.type = PacketType(p[1]);
+    c.flags = get16(p + 2);
+    c.dst_conn = get32(p + 4);
+    c.src_conn = get32(p + 8);
+    c.path_id = get16(p + 12);
+    c.reserved = get16(p + 14);
+}
 }  // namespace detail
+
+// decode() for the datagram every data path receives most: a whole DATA
+// packet in one buffer is decoded inline, with the same checks and result
+// as decode(); anything else is handed to decode().
+inline DecodeError decode_data(std::span<const uint8_t> buf, Packet& out) noexcept {
+    const uint8_t* p = buf.data();
+    const size_t n = buf.size();
+    if (n < kDataLen || p[0] != kVersion || p[1] != uint8_t(PacketType::data)) [[unlikely]]
+        return decode(buf, out);
+    detail::get_common(p, out.common);
+    out.payload = {};
+    out.payload_tail = {};
+    // R-WIRE-5
+    if (out.common.dst_conn == 0 || out.common.src_conn == 0) return DecodeError::inconsistent;
+    const DecodeError e = detail::decode_data_fields(p, n, out.data);
+    if (e == DecodeError::ok) [[likely]] out.payload = buf.subspan(kDataLen, out.data.payload_len);
+    return e;
+}
 
 // Inline because it runs once per data packet sent: the engine's header
 // fields go straight to the wire without an intermediate copy or a call
