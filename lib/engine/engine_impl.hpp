@@ -381,6 +381,8 @@ struct Engine::Impl {
 
     // rx
     void rx_one(const RxPacket& p, Time now);
+    [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
+    [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
     void rx_ack(Conn& c, const wire::Packet& pk, Time now);
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);

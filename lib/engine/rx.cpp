@@ -40,45 +40,57 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
     const wire::DecodeError e = rp.len2 == 0 ? wire::decode_data({rp.data, rp.len}, pk)
                                              : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
-    if (e != wire::DecodeError::ok) {
-        // R-ERR-1: undecodable datagrams are dropped and counted by cause.
-        ++st.rx_decode_errors;
-        switch (e) {
-        case wire::DecodeError::truncated: ++st.rx_truncated; break;
-        case wire::DecodeError::bad_version: ++st.rx_bad_version; break;
-        case wire::DecodeError::bad_type:
-        case wire::DecodeError::bad_opcode: ++st.rx_bad_type; break;
-        case wire::DecodeError::oversized: ++st.rx_oversized; break;
-        case wire::DecodeError::split_header: ++st.rx_split_header; break;
-        default: ++st.rx_inconsistent; break;
-        }
+    if (e != wire::DecodeError::ok) [[unlikely]] {
+        count_decode_error(e);
         return;
     }
     const PacketType t = pk.common.type;
-    if (t == PacketType::connect_req) {
+    if (t == PacketType::connect_req) [[unlikely]] {
         rx_connect_req(pk, rp.peer, now);
         return;
     }
     Conn* c = conn(pk.common.dst_conn);
-    if (!c) {
+    if (!c) [[unlikely]] {
         ++st.rx_unknown_conn;  // R-ERR-2
         return;
     }
     wake(*c);
-    if (c->state == ConnState::connecting) {
+    if (c->state == ConnState::connecting) [[unlikely]] {
         if (t == PacketType::connect_ack) rx_connect_ack(*c, pk, now);
         else ++st.rx_unknown_conn;
         return;
     }
     // R-ERR-2: a packet must come from the connection's peer endpoint.
     if (pk.common.src_conn != c->remote_conn ||
-        (c->state != ConnState::established && c->state != ConnState::closing)) {
+        (c->state != ConnState::established && c->state != ConnState::closing)) [[unlikely]] {
         ++st.rx_unknown_conn;
         return;
     }
     c->last_rx = now;
-    switch (t) {
-    case PacketType::data: rx_data(*c, pk, rp.ce != 0, now); break;
+    // Data first and alone: the rest is out of line, so the path every data
+    // packet takes carries none of their register saves.
+    if (t == PacketType::data) [[likely]] rx_data(*c, pk, rp.ce != 0, now);
+    else rx_control(*c, pk, now);
+}
+
+// R-ERR-1: undecodable datagrams are dropped and counted by cause.
+void Engine::Impl::count_decode_error(wire::DecodeError e) {
+    ++st.rx_decode_errors;
+    switch (e) {
+    case wire::DecodeError::truncated: ++st.rx_truncated; break;
+    case wire::DecodeError::bad_version: ++st.rx_bad_version; break;
+    case wire::DecodeError::bad_type:
+    case wire::DecodeError::bad_opcode: ++st.rx_bad_type; break;
+    case wire::DecodeError::oversized: ++st.rx_oversized; break;
+    case wire::DecodeError::split_header: ++st.rx_split_header; break;
+    default: ++st.rx_inconsistent; break;
+    }
+}
+
+// Every packet type but DATA and the handshake's, from an established or closing connection's peer.
+void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) {
+    Conn* c = &conn_ref;
+    switch (pk.common.type) {
     case PacketType::ack: rx_ack(*c, pk, now); break;
     case PacketType::nak: rx_nak(*c, pk); break;
     case PacketType::probe: {
