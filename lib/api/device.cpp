@@ -393,6 +393,16 @@ PathStats Connection::path_stats(uint16_t path) const {
 
 std::string Connection::peer_name() const { return dev_->tr_->peer_name(peer_); }
 
+void Connection::release() {
+    MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+    const ConnState st = dev_->eng_.conn_state(id_);
+    const Status s = dev_->eng_.release_conn(id_);
+    if (s == Status::bad_state)
+        throw Error("release of connection " + std::to_string(id_) + " to " + peer_name() + ": it is " +
+                    to_string(st) + "; disconnect it and wait for closed first");
+    if (s != Status::ok) dev_->fail("release_conn", s);
+}
+
 void Connection::disconnect() {
     {
         MaybeLock g(dev_->mu_, dev_->thr_.joinable());

@@ -226,6 +226,20 @@ Status Engine::disconnect(uint32_t id) {
     return Status::ok;
 }
 
+Status Engine::release_conn(uint32_t id) {
+    Conn* c = impl_->conn(id);
+    if (!c) return Status::no_such_object;
+    if (c->state != ConnState::closed && c->state != ConnState::error) return Status::bad_state;
+    impl_->free_conn(c);
+    return Status::ok;
+}
+
+size_t Engine::conn_count() const noexcept {
+    size_t n = 0;
+    for (const Conn* c : impl_->conns) n += c != nullptr;
+    return n;
+}
+
 ConnState Engine::conn_state(uint32_t id) const {
     const Conn* c = impl_->conn(id);
     return c ? c->state : ConnState::closed;

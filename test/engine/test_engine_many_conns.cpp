@@ -8,6 +8,7 @@
 // connections: `mroce-bench-engine -c N` (doc/performance.md section 1).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -95,4 +96,123 @@ TEST_CASE("many idle connections: the ones given work wake and finish it", "[eng
                      1'000'000'000));
     for (int i = 0; i < kConns; ++i)
         if (i != 42) CHECK(a.conn_state(ca[size_t(i)]) == ConnState::established);
+}
+
+// R-CONN-13: closed connections are released, not kept: a server that
+// accepts, serves and closes connection after connection holds only the
+// ones still open, and a released connection's late packets land nowhere.
+TEST_CASE("released connections free their slots; late packets of a released one are dropped and counted",
+          "[engine][conns][release]") {
+    const bool offload = GENERATE(false, true);
+    EngineConfig cfg;
+    cfg.num_paths = 2;
+    cfg.csn_window = 64;
+    cfg.stream_depth = 4;
+    cfg.recv_depth = 4;
+    cfg.offload_cc = offload;
+    Engine a(cfg), b(cfg);
+    std::vector<uint8_t> ma(1 << 16), mb(1 << 16, 0);
+    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
+    uint32_t cqa, cqb;
+    REQUIRE(a.create_cq(1024, cqa) == Status::ok);
+    REQUIRE(b.create_cq(1024, cqb) == Status::ok);
+    MrInfo mra, mrb;
+    REQUIRE(a.register_mr(pda, ma.data(), ma.size(), kAccessLocalWrite, mra) == Status::ok);
+    REQUIRE(b.register_mr(pdb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite, mrb) == Status::ok);
+    PairLink link(a, b, 5);
+    if (offload) {
+        link.enable_cc_stage(0);
+        link.enable_cc_stage(1);
+    }
+    link.loss = 0.02;
+    std::vector<uint8_t> captured;  // one DATA datagram of the first connection, A to B
+    link.drop_if = [&](int from, const TxPacket& p) {
+        if (from == 0 && captured.empty() && p.payload_len > 0) {
+            captured.assign(p.hdr, p.hdr + p.hdr_len);
+            captured.insert(captured.end(), p.payload, p.payload + p.payload_len);
+        }
+        return false;
+    };
+
+    constexpr int kCycles = 40;
+    std::vector<uint32_t> ids_a, ids_b;
+    for (int cyc = 0; cyc < kCycles; ++cyc) {
+        uint32_t ca = 0, cb = 0;
+        REQUIRE(a.connect(1, ca) == Status::ok);
+        REQUIRE(link.run(
+            [&] {
+                ConnEvent ev[8];
+                for (size_t n; (n = b.poll_events(ev, 8)) > 0;)
+                    for (size_t i = 0; i < n; ++i)
+                        if (ev[i].kind == EventKind::incoming) cb = ev[i].conn;
+                return cb != 0 && a.conn_state(ca) == ConnState::established;
+            },
+            1'000'000'000));
+        ConnEvent drain[8];
+        while (a.poll_events(drain, 8) > 0) {}
+        ids_a.push_back(ca);
+        ids_b.push_back(cb);
+        REQUIRE(a.create_stream(ca, 3, pda, cqa, cqa) == Status::ok);
+        REQUIRE(b.create_stream(cb, 3, pdb, cqb, cqb) == Status::ok);
+        // Every cycle moves its own bytes through the reused slot.
+        for (size_t i = 0; i < 8192; ++i) ma[i] = uint8_t(cyc * 7 + i);
+        SendWr wr;
+        wr.wr_id = uint64_t(cyc);
+        wr.op = OpKind::write;
+        wr.local_addr = uint64_t(reinterpret_cast<uintptr_t>(ma.data()));
+        wr.length = 8192;
+        wr.lkey = mra.lkey;
+        wr.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(mb.data()));
+        wr.rkey = mrb.rkey;
+        REQUIRE(a.post_send(ca, 3, wr) == Status::ok);
+        bool done = false;
+        REQUIRE(link.run(
+            [&] {
+                Completion c[4];
+                for (size_t i = 0, n = a.poll_cq(cqa, c, 4); i < n; ++i) {
+                    CHECK(c[i].status == WcStatus::success);
+                    CHECK(c[i].wr_id == uint64_t(cyc));
+                    done = true;
+                }
+                return done;
+            },
+            2'000'000'000));
+        REQUIRE(std::memcmp(mb.data(), ma.data(), 8192) == 0);
+        // Still open: release is refused and changes nothing.
+        CHECK(a.release_conn(ca) == Status::bad_state);
+        CHECK(a.conn_state(ca) == ConnState::established);
+        REQUIRE(a.disconnect(ca) == Status::ok);
+        REQUIRE(link.run(
+            [&] { return a.conn_state(ca) == ConnState::closed && b.conn_state(cb) == ConnState::closed; },
+            1'000'000'000));
+        ConnStats st;
+        CHECK(a.conn_stats(ca, st) == Status::ok);  // a closed connection keeps its figures until released
+        CHECK(a.release_conn(ca) == Status::ok);
+        CHECK(b.release_conn(cb) == Status::ok);
+        CHECK(a.release_conn(ca) == Status::no_such_object);
+        CHECK(a.conn_stats(ca, st) == Status::no_such_object);
+        CHECK(a.conn_count() == 0);
+        CHECK(b.conn_count() == 0);
+        // Let late acks, retransmissions and CC records of the released pair drain.
+        link.run([] { return false; }, 20'000'000);
+    }
+    // Ids were never repeated although the slots were.
+    for (size_t i = 0; i < ids_a.size(); ++i)
+        for (size_t j = i + 1; j < ids_a.size(); ++j) {
+            CHECK(ids_a[i] != ids_a[j]);
+            CHECK(ids_b[i] != ids_b[j]);
+        }
+
+    // A late datagram of the first (released) connection is refused: no byte
+    // placed, counted as from an unknown connection.
+    REQUIRE(!captured.empty());
+    std::fill(mb.begin(), mb.end(), uint8_t(0));
+    const uint64_t unknown0 = b.stats().rx_unknown_conn;
+    RxPacket r;
+    r.data = captured.data();
+    r.len = uint32_t(captured.size());
+    r.peer = 0;
+    b.rx_burst(&r, 1, link.now);
+    CHECK(b.stats().rx_unknown_conn == unknown0 + 1);
+    CHECK(std::all_of(mb.begin(), mb.end(), [](uint8_t v) { return v == 0; }));
 }

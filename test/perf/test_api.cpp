@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -137,4 +138,42 @@ TEST_CASE("api: connect to a silent port times out with ConnectionError", "[api]
     auto cli = open_at(base, ProgressMode::manual);
     CHECK_THROWS_AS(cli->connect("127.0.0.1", uint16_t(base + 40), 200'000'000), ConnectionError);
     CHECK_THROWS_AS(cli->connect("not-an-ip", 1), Error);
+}
+
+TEST_CASE("api: a long-running server releases the connections it is done with (R-CONN-13)", "[api][release]") {
+    const uint16_t base = uint16_t(32010 + (uint32_t(::getpid()) * 37u) % 20000u);
+    auto srv = open_at(base, ProgressMode::automatic);
+    auto cli = open_at(uint16_t(base + 20), ProgressMode::manual);
+    std::vector<uint8_t> smem(1 << 16), cmem(1 << 16);
+    const uint32_t spd = srv->alloc_pd(), cpd = cli->alloc_pd();
+    const uint32_t scq = srv->create_cq(64), ccq = cli->create_cq(64);
+    const MemoryRegion smr = srv->register_mr(spd, smem.data(), smem.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    const MemoryRegion cmr = cli->register_mr(cpd, cmem.data(), cmem.size(), kAccessLocalWrite);
+    srv->set_accept_streams({StreamSpec{1, spd, scq, scq}});
+    for (int round = 0; round < 5; ++round) {
+        Connection c = cli->connect("127.0.0.1", base);
+        Connection s = srv->accept(1'000'000'000);
+        c.create_stream(1, cpd, ccq, ccq);
+        std::memset(cmem.data(), 'a' + round, 4096);
+        c.post_send(1, Connection::write_wr(uint64_t(round), cmr, cmr.iova(), 4096, smr.iova(), smr.rkey));
+        Completion w[4];
+        REQUIRE(until(*cli, [&] { return cli->poll_cq(ccq, w, 4) == 1; }));
+        CHECK(w[0].status == WcStatus::success);
+        CHECK(smem[4095] == uint8_t('a' + round));
+        try {
+            s.release();
+            FAIL("release of an open connection did not throw");
+        } catch (const Error& e) {
+            CHECK(std::string(e.what()).find("established") != std::string::npos);
+        }
+        c.disconnect();
+        REQUIRE(until(*cli, [&] { return c.state() == ConnState::closed && s.state() == ConnState::closed; }));
+        s.release();
+        c.release();
+        {
+            auto g = srv->lock();
+            CHECK(srv->engine().conn_count() == 0);
+        }
+        CHECK(cli->engine().conn_count() == 0);
+    }
 }

@@ -226,6 +226,11 @@ public:
     PathStats path_stats(uint16_t path) const;
     std::string peer_name() const;
     void disconnect();
+    // Frees a CLOSED or ERROR connection in the engine (R-CONN-13) once its
+    // flushed completions are polled: a long-running server releases every
+    // connection it is done with. Its handles are no longer usable. Throws
+    // Error naming the state if the connection is still open.
+    void release();
 
 private:
     friend class Device;

@@ -226,6 +226,14 @@ public:
     // Starts an active open toward the driver's peer handle; returns the local connection id.
     Status connect(uint32_t peer, uint32_t& conn_out);
     Status disconnect(uint32_t conn);
+    // R-CONN-13: the application is done with a CLOSED or ERROR connection
+    // (its flushed completions are in the CQs): its state and streams are
+    // freed, its id no longer answers (conn_stats: no_such_object; late
+    // packets: rx_unknown_conn) and its slot may carry a later connection
+    // under another id. bad_state in any other state.
+    Status release_conn(uint32_t conn);
+    // Connections that exist (any state, not yet released).
+    size_t conn_count() const noexcept;
     ConnState conn_state(uint32_t conn) const;
     // Streams must exist with the same id on both sides before traffic for them arrives.
     Status create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq);
