@@ -12,10 +12,11 @@ namespace mroce {
 
 CcCore::CcCore(const CcConfig& cfg, size_t slots_hint) : cfg_(cfg) { slots_.reserve(slots_hint); }
 
-CcView CcCore::view_of(const PathWindow& w, uint32_t slot, uint32_t gen) noexcept {
+CcView CcCore::view_of(const PathWindow& w, uint32_t slot, uint32_t gen, uint32_t timeouts) noexcept {
     CcView v;
     v.slot = slot;
     v.gen = gen;
+    v.timeouts = timeouts;
     v.cwnd = w.cwnd();
     v.rounds_since_mark = w.rounds_since_mark();
     v.rounds = uint32_t(w.rounds());
@@ -32,13 +33,14 @@ CcView CcCore::fresh_view(const CcConfig& cfg, uint32_t slot, uint32_t gen, doub
 void CcCore::apply(const CcFeedback* in, size_t n, CcView* out) {
     for (size_t i = 0; i < n; ++i) {
         const CcFeedback& f = in[i];
-        if (f.slot >= slots_.size()) slots_.resize(size_t(f.slot) + 1, Slot{PathWindow(cfg_), 0, false});
+        if (f.slot >= slots_.size()) slots_.resize(size_t(f.slot) + 1, Slot{PathWindow(cfg_), 0, 0, false});
         Slot& s = slots_[f.slot];
         if (!s.used || s.gen != f.gen) {
             // A new path (or a new incarnation of the slot): records of the
             // old one may still be on the ring behind us, never ahead.
             s.w = PathWindow(cfg_);
             s.gen = f.gen;
+            s.timeouts = 0;
             s.used = true;
         }
         PathWindow& w = s.w;
@@ -66,11 +68,14 @@ void CcCore::apply(const CcFeedback* in, size_t n, CcView* out) {
                 w.set_limit(0);
             }
             break;
-        case CcEvent::timeout: w.on_timeout(); break;
+        case CcEvent::timeout:
+            w.on_timeout();
+            ++s.timeouts;
+            break;
         case CcEvent::initial: w.set_initial(f.initial); break;
         case CcEvent::reset: w.reset(); break;
         }
-        out[i] = view_of(w, f.slot, f.gen);
+        out[i] = view_of(w, f.slot, f.gen, s.timeouts);
     }
     records_ += n;
 }

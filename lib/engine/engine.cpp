@@ -521,19 +521,20 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
 
 namespace mroce {
 
-void Engine::Impl::cc_feed(Conn& c, TxPath& p, const CcFeedback& f) {
+bool Engine::Impl::cc_feed(Conn& c, TxPath& p, const CcFeedback& f) {
     if (!cfg.offload_cc) {
         apply_view(c, p, cc_core.apply_one(f));
-        return;
+        return true;
     }
     if (cc_tail - cc_head >= cfg.cc_depth) {
         // The window misses one update; the next record carries the path's
         // state again (psn, round), and the slot's gen survives.
         ++st.cc_feedback_full;
-        return;
+        return false;
     }
     cc_fb[cc_tail++ & (cfg.cc_depth - 1)] = f;
     ++st.cc_feedback;
+    return true;
 }
 
 void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
@@ -541,6 +542,7 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     // on the old incarnation's window; the core resets the slot on the first
     // record with the new gen.
     p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
+    p.cc_timeouts_fed = 0;
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
@@ -554,6 +556,9 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
         return;
     }
     p.ccv = v;
+    // R-CC-6 / R-CC-8: views the core published before it applied the path's
+    // latest timeout (still on the views ring) must not reopen the window.
+    if (v.timeouts < p.cc_timeouts_fed) p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
     // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
     if (cfg.reroute_after_marks && v.rounds != p.rounds_seen) {
         p.rounds_seen = v.rounds;

@@ -57,6 +57,7 @@ struct TxPath {
     // The window as the CC core last published it: all the scheduler reads
     // of congestion control. Inline CC: current; offloaded: one ring transit old.
     CcView ccv;
+    uint32_t cc_timeouts_fed = 0;  // timeout records of this incarnation the CC core was given
     PathStats st;
     // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), computed
     // once per burst by plan_paths: nothing that changes a path's window,
@@ -437,7 +438,7 @@ struct Engine::Impl {
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);
     // cc: hands one record to the CC core (inline: applies it and its view now).
-    void cc_feed(Conn& c, TxPath& p, const CcFeedback& f);
+    bool cc_feed(Conn& c, TxPath& p, const CcFeedback& f);  // false: dropped, queue full
     void apply_view(Conn& c, TxPath& p, const CcView& v);
     // A new incarnation of the path's window (path creation, revival), published at once.
     void cc_fresh(Conn& c, TxPath& p, uint16_t pi);

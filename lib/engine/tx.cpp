@@ -551,7 +551,15 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
     f.kind = CcEvent::timeout;
-    cc_feed(c, p, f);
+    if (cc_feed(c, p, f)) {
+        ++p.cc_timeouts_fed;
+        // R-CC-6 at once when the core is offloaded: everything the path had
+        // in flight was just declared lost, so with the window as last
+        // published the resends would leave on this path in one burst before
+        // the core's cwnd = min_cwnd returns. apply_view keeps the clamp until
+        // a view reflects the timeout. (Inline, the core has already answered.)
+        p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
+    }
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
         // R-PATH-9: retire the path, try a new route for it, and probe it.
         p.state = PathStateKind::failed;

@@ -165,3 +165,63 @@ TEST_CASE("CC core: records in order give the window PathWindow computes; a new 
     CHECK(core.apply_one(f).cwnd == 16);
     CHECK(core.records() == 204);
 }
+
+TEST_CASE("offloaded CC: a timed-out path is held at min_cwnd before the core's view returns (R-CC-6, R-CC-8)",
+          "[engine][cc-stage][timeout]") {
+    EngineConfig cfg;
+    cfg.offload_cc = true;
+    cfg.num_paths = 2;
+    cfg.rate_hints = false;
+    cfg.cc.init_cwnd = 16;
+    cfg.cc_depth = 4096;
+    Pair p(cfg);
+    // Nobody runs the CC core: the windows stay as published at creation
+    // (16), so whatever path 0 sends after its timeouts is the engine's own
+    // doing. Path 0 of A is a black hole.
+    std::vector<uint32_t> sent_after(8, 0);  // data packets on path 0, by the path's timeouts so far
+    p.link->drop_if = [&](int from, const TxPacket& t) {
+        if (from != 0 || t.path != 0) return false;
+        if (t.payload_len) {
+            PathStats ps;
+            REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+            ++sent_after[std::min<size_t>(ps.timeouts, 7)];
+        }
+        return true;
+    };
+    p.write(1 << 20, 1);  // completes on path 1
+    PathStats ps;
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    REQUIRE(ps.timeouts >= 2);
+    CHECK(sent_after[0] >= 16);  // the first flight, at the published window
+    // After each timeout the path sends at most min_cwnd (1) packet until the
+    // next one: not the published 16 (the resends go to path 1, R-TIMER-2).
+    CHECK(sent_after[1] <= 1);
+    CHECK(sent_after[2] <= 1);
+    CHECK(p.cwnd(0) == cfg.cc.min_cwnd);
+
+    // Views the core published before it applied the timeout (still on the
+    // ring) do not reopen the window; the one after it does.
+    CcCore core(cfg.cc);
+    std::vector<CcFeedback> fb(4096);
+    const size_t n = p.a->take_cc_feedback(fb.data(), fb.size());
+    REQUIRE(n > 0);
+    std::vector<CcView> views(n);
+    core.apply(fb.data(), n, views.data());
+    // Path 0 saw no acks: its records are its timeouts, and the core's view
+    // after them carries their count.
+    const CcView* last0 = nullptr;
+    for (size_t i = 0; i < n; ++i)
+        if (fb[i].kind == CcEvent::timeout) last0 = &views[i];
+    REQUIRE(last0 != nullptr);
+    CHECK(last0->timeouts == ps.timeouts);
+    CHECK(last0->cwnd == cfg.cc.min_cwnd);
+    CcView before = *last0;  // what the core published for path 0 before its first timeout
+    before.timeouts = 0;
+    before.cwnd = 16;
+    p.a->cc_update(&before, 1);
+    CHECK(p.cwnd(0) == cfg.cc.min_cwnd);
+    CcView caught_up = *last0;
+    caught_up.cwnd = 5;  // e.g. grown again from acks after the timeouts
+    p.a->cc_update(&caught_up, 1);
+    CHECK(p.cwnd(0) == 5);
+}

@@ -128,7 +128,10 @@ struct CcView {
     uint32_t rounds_since_mark = 0; // 0: marked in this or the last round (R-SCHED-3)
     uint32_t rounds = 0;            // rounds observed (R-SCHED-5 counts marked ones)
     uint32_t cuts = 0;
+    uint32_t timeouts = 0;          // timeout records applied to this incarnation (R-CC-8: the engine
+                                    // keeps a timed-out path at min_cwnd until this catches up)
 };
+static_assert(sizeof(CcView) == 32, "a CcView is half a cache line on the views ring");
 
 class CcCore {
 public:
@@ -153,9 +156,10 @@ private:
     struct Slot {
         PathWindow w;
         uint32_t gen = 0;
+        uint32_t timeouts = 0;
         bool used = false;
     };
-    static CcView view_of(const PathWindow& w, uint32_t slot, uint32_t gen) noexcept;
+    static CcView view_of(const PathWindow& w, uint32_t slot, uint32_t gen, uint32_t timeouts = 0) noexcept;
     CcConfig cfg_;
     std::vector<Slot> slots_;
     uint64_t records_ = 0;
