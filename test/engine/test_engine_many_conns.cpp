@@ -17,21 +17,42 @@
 using namespace mroce;
 using mroce::test::PairLink;
 
-TEST_CASE("many idle connections: the ones given work wake and finish it", "[engine][conns]") {
+namespace {
+
+// Two engines with small queues, a 64 KiB region each (A's readable, B's
+// remotely writable) and a CQ each: what every test here starts from.
+struct SmallPair {
     EngineConfig cfg;
-    cfg.num_paths = 2;
-    cfg.csn_window = 64;
-    cfg.stream_depth = 4;
-    cfg.recv_depth = 4;
-    Engine a(cfg), b(cfg);
-    std::vector<uint8_t> ma(1 << 16, 0x11), mb(1 << 16, 0);
-    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
-    uint32_t cqa, cqb;
-    REQUIRE(a.create_cq(4096, cqa) == Status::ok);
-    REQUIRE(b.create_cq(4096, cqb) == Status::ok);
-    MrInfo mra, mrb;
-    REQUIRE(a.register_mr(pda, ma.data(), ma.size(), kAccessLocalWrite, mra) == Status::ok);
-    REQUIRE(b.register_mr(pdb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite, mrb) == Status::ok);
+    Engine a, b;
+    std::vector<uint8_t> ma, mb;
+    uint32_t pda, pdb, cqa = 0, cqb = 0;
+    MrInfo mra{}, mrb{};
+    static EngineConfig small(bool offload) {
+        EngineConfig c;
+        c.num_paths = 2;
+        c.csn_window = 64;
+        c.stream_depth = 4;
+        c.recv_depth = 4;
+        c.offload_cc = offload;
+        return c;
+    }
+    explicit SmallPair(bool offload = false, uint8_t fill = 0)
+        : cfg(small(offload)), a(cfg), b(cfg), ma(1 << 16, fill), mb(1 << 16, 0), pda(a.alloc_pd()), pdb(b.alloc_pd()) {
+        REQUIRE(a.create_cq(4096, cqa) == Status::ok);
+        REQUIRE(b.create_cq(4096, cqb) == Status::ok);
+        REQUIRE(a.register_mr(pda, ma.data(), ma.size(), kAccessLocalWrite, mra) == Status::ok);
+        REQUIRE(b.register_mr(pdb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite, mrb) == Status::ok);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("many idle connections: the ones given work wake and finish it", "[engine][conns]") {
+    SmallPair sp(false, 0x11);
+    Engine &a = sp.a, &b = sp.b;
+    std::vector<uint8_t>&ma = sp.ma, &mb = sp.mb;
+    const uint32_t pda = sp.pda, pdb = sp.pdb, cqa = sp.cqa, cqb = sp.cqb;
+    const MrInfo &mra = sp.mra, &mrb = sp.mrb;
     PairLink link(a, b, 9);
 
     constexpr int kConns = 300;
@@ -104,21 +125,11 @@ TEST_CASE("many idle connections: the ones given work wake and finish it", "[eng
 TEST_CASE("released connections free their slots; late packets of a released one are dropped and counted",
           "[engine][conns][release]") {
     const bool offload = GENERATE(false, true);
-    EngineConfig cfg;
-    cfg.num_paths = 2;
-    cfg.csn_window = 64;
-    cfg.stream_depth = 4;
-    cfg.recv_depth = 4;
-    cfg.offload_cc = offload;
-    Engine a(cfg), b(cfg);
-    std::vector<uint8_t> ma(1 << 16), mb(1 << 16, 0);
-    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
-    uint32_t cqa, cqb;
-    REQUIRE(a.create_cq(1024, cqa) == Status::ok);
-    REQUIRE(b.create_cq(1024, cqb) == Status::ok);
-    MrInfo mra, mrb;
-    REQUIRE(a.register_mr(pda, ma.data(), ma.size(), kAccessLocalWrite, mra) == Status::ok);
-    REQUIRE(b.register_mr(pdb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite, mrb) == Status::ok);
+    SmallPair sp(offload);
+    Engine &a = sp.a, &b = sp.b;
+    std::vector<uint8_t>&ma = sp.ma, &mb = sp.mb;
+    const uint32_t pda = sp.pda, pdb = sp.pdb, cqa = sp.cqa, cqb = sp.cqb;
+    const MrInfo &mra = sp.mra, &mrb = sp.mrb;
     PairLink link(a, b, 5);
     if (offload) {
         link.enable_cc_stage(0);
