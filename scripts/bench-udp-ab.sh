@@ -12,7 +12,10 @@
 # a process behind whatever else runs on its core.
 #
 # usage: scripts/bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]   (defaults: 3, 3)
-# Env: PORT=base port; LOG=file for the raw JSON lines.
+# Env: PORT=base port; LOG=file for the raw JSON lines; AFLAGS / BFLAGS=extra
+#      mroce-perf client flags for A / B (so A and B may be one build, e.g.
+#      BFLAGS=--one-buffer); FOOTPRINT=BYTES adds a raw ceiling whose sender
+#      reads through that much source data (udp-ceiling --footprint).
 set -euo pipefail
 
 A=${1:?usage: bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]}
@@ -21,6 +24,9 @@ REPS=${3:-3}
 SECS=${4:-3}
 PORT=${PORT:-43000}
 LOG=${LOG:-$(mktemp /tmp/bench-udp-ab.XXXXXX.jsonl)}
+read -r -a AF <<<"${AFLAGS:-}"
+read -r -a BF <<<"${BFLAGS:-}"
+FOOTPRINT=${FOOTPRINT:-0}
 CEIL=$B/app/udp-ceiling/mroce-udp-ceiling
 for b in "$A/app/perf/mroce-perf" "$B/app/perf/mroce-perf" "$CEIL"; do
   [[ -x $b ]] || { echo "bench-udp-ab: $b missing" >&2; exit 1; }
@@ -29,7 +35,7 @@ command -v iperf3 >/dev/null || { echo "bench-udp-ab: iperf3 not installed" >&2;
 port() { PORT=$((PORT + 10)); echo $PORT; }
 : >"$LOG"
 
-echo "# bench-udp-ab $(date -u +%FT%TZ)  $(nproc) cpus  load $(cut -d' ' -f1-3 /proc/loadavg)  A=$A B=$B  ${SECS}s per run, $REPS reps"
+echo "# bench-udp-ab $(date -u +%FT%TZ)  $(nproc) cpus  load $(cut -d' ' -f1-3 /proc/loadavg)  A=$A ${AFLAGS:-} B=$B ${BFLAGS:-}  ${SECS}s per run, $REPS reps"
 for r in $(seq "$REPS"); do
   p=$(port)
   iperf3 -s -1 -p "$p" >/dev/null 2>&1 &
@@ -41,14 +47,19 @@ for r in $(seq "$REPS"); do
       sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1)
   echo "{\"rep\": $r, \"kind\": \"iperf3\", \"gbps\": ${t:-0}}" >>"$LOG"
   echo "{\"rep\": $r, \"kind\": \"ceiling\", \"gbps\": ${c:-0}}" >>"$LOG"
+  if ((FOOTPRINT > 0)); then
+    c=$("$CEIL" --no-pin --mode bw --variant gso+gro --size 4096 --seconds "$SECS" --footprint "$FOOTPRINT" \
+        --port "$(port)" 2>&1 | sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1)
+    echo "{\"rep\": $r, \"kind\": \"ceiling_fp\", \"gbps\": ${c:-0}}" >>"$LOG"
+  fi
   if ((r % 2)); then order=(A B); else order=(B A); fi
   for s in 65536 1048576; do
     for k in "${order[@]}"; do
-      [[ $k == A ]] && b=$A || b=$B
+      if [[ $k == A ]]; then b=$A; f=("${AF[@]}"); else b=$B; f=("${BF[@]}"); fi
       p=$(port)
       "$b/app/perf/mroce-perf" -p "$p" --json >/dev/null 2>&1 &
       sleep 0.3
-      o=$("$b/app/perf/mroce-perf" 127.0.0.1 -p "$p" -s "$s" -D "$SECS" --json 2>/dev/null) || o='{}'
+      o=$("$b/app/perf/mroce-perf" 127.0.0.1 -p "$p" -s "$s" -D "$SECS" "${f[@]}" --json 2>/dev/null) || o='{}'
       wait || true
       echo "{\"rep\": $r, \"kind\": \"$k\", \"run\": $o}" >>"$LOG"
     done
@@ -59,13 +70,16 @@ python3 - "$LOG" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 sizes = (65536, 1048576)
-print("| rep | iperf3 | raw ceiling | A 64K | B 64K | A 1M | B 1M | timeouts/spurious A 64K, B 64K, A 1M, B 1M |")
-print("|---:|---:|---:|---:|---:|---:|---:|---|")
-ratios = {}
+fp = any(r["kind"] == "ceiling_fp" for r in rows)
+print("| rep | iperf3 | raw ceiling |%s A 64K | B 64K | A 1M | B 1M | timeouts/spurious A 64K, B 64K, A 1M, B 1M |"
+      % (" raw, footprint |" if fp else ""))
+print("|---:|---:|---:|%s---:|---:|---:|---:|---|" % ("---:|" if fp else ""))
+ratios, craw = {}, {}
 for rep in sorted({r["rep"] for r in rows}):
     R = [r for r in rows if r["rep"] == rep]
     t = next(r["gbps"] for r in R if r["kind"] == "iperf3")
     c = next(r["gbps"] for r in R if r["kind"] == "ceiling")
+    cf = next((r["gbps"] for r in R if r["kind"] == "ceiling_fp"), None)
     runs = {(r["kind"], r["run"].get("size")): r["run"] for r in R if r["kind"] in "AB"}
     def gp(k, s):
         return runs.get((k, s), {}).get("goodput_gbps", 0.0)
@@ -75,12 +89,34 @@ for rep in sorted({r["rep"] for r in rows}):
     for k in "AB":
         for s in sizes:
             ratios.setdefault((k, s), []).append(gp(k, s) / t if t else 0.0)
-    print("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s |" % (
-        rep, t, c, gp("A", 65536), gp("B", 65536), gp("A", 1048576), gp("B", 1048576),
+            craw.setdefault((k, s), []).append(gp(k, s) / c if c else 0.0)
+    print("| %d | %.1f | %.1f |%s %.1f | %.1f | %.1f | %.1f | %s |" % (
+        rep, t, c, (" %.1f |" % cf) if fp else "", gp("A", 65536), gp("B", 65536), gp("A", 1048576), gp("B", 1048576),
         ", ".join(to(k, s) for k, s in (("A", 65536), ("B", 65536), ("A", 1048576), ("B", 1048576)))))
 for s in sizes:
     print("# %s: median vs iperf3  A %.2f  B %.2f   (per rep A %s, B %s)" % (
         "64 KiB" if s == 65536 else "1 MiB", statistics.median(ratios[("A", s)]), statistics.median(ratios[("B", s)]),
         " ".join("%.2f" % x for x in ratios[("A", s)]), " ".join("%.2f" % x for x in ratios[("B", s)])))
+    print("# %s: median vs raw ceiling  A %.2f  B %.2f   (per rep A %s, B %s)" % (
+        "64 KiB" if s == 65536 else "1 MiB", statistics.median(craw[("A", s)]), statistics.median(craw[("B", s)]),
+        " ".join("%.2f" % x for x in craw[("A", s)]), " ".join("%.2f" % x for x in craw[("B", s)])))
+# CPU per packet (client: per packet sent, server: per packet received) is the figure that
+# survives other load: it counts the work, not the wall time another process took.
+def nspp(run, side):
+    try:
+        if side == "client":
+            return 1e9 * run["cpu_s"] / run["engine"]["udp_tx_packets"]
+        return 1e9 * run["server"]["cpu_s"] / run["server"]["engine"]["rx_packets"]
+    except (KeyError, ZeroDivisionError):
+        return None
+for s in sizes:
+    for k in "AB":
+        R = [r["run"] for r in rows if r["kind"] == k and r["run"].get("size") == s]
+        c = [x for x in (nspp(r, "client") for r in R) if x]
+        v = [x for x in (nspp(r, "server") for r in R) if x]
+        if c and v:
+            print("# %s %s: cpu ns/packet median  client %.0f  server %.0f   (client %s; server %s)" % (
+                "64 KiB" if s == 65536 else "1 MiB", k, statistics.median(c), statistics.median(v),
+                " ".join("%.0f" % x for x in c), " ".join("%.0f" % x for x in v)))
 print("# raw JSON lines: " + sys.argv[1])
 PY

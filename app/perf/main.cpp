@@ -16,6 +16,7 @@
 // spin-then-block idle, so two processes sharing two cores do not starve.
 #include <getopt.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +73,7 @@ struct Result {
     uint64_t rx_packets = 0, rx_decode_errors = 0, rx_truncated = 0, rx_bad_version = 0, rx_bad_type = 0,
              rx_oversized = 0, rx_inconsistent = 0, rx_unknown_conn = 0, rx_bad_path = 0, rx_stale = 0,
              udp_rx_truncated = 0, injected_drops = 0, injected_ce = 0;
+    double cpu_s = 0;  // server process CPU (user + system) from its Reply to the client's Done
 };
 
 struct Opts {
@@ -88,6 +90,7 @@ struct Opts {
     bool json = false;
     bool verify = false;
     bool lat = false;
+    bool one_buffer = false;  // every message of a stream uses its first slot on both ends
     std::string config;
     std::string device;
     double loss = 0, ce = 0;
@@ -98,6 +101,14 @@ struct Opts {
 };
 
 const char* op_name(Op o) { return o == Op::write ? "write" : o == Op::send ? "send" : "read"; }
+
+// CPU per packet survives a shared machine far better than Gbit/s does (other processes
+// take wall time, not work per packet), so both ends report the CPU of the test.
+double cpu_seconds() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
 
 void usage(FILE* f) {
     std::fprintf(f,
@@ -117,6 +128,9 @@ void usage(FILE* f) {
         "      --streams N       data streams (QPs) on the connection, 1..%u (default 1)\n"
         "      --lat             latency mode: 8-byte RDMA WRITE ping-pong, reports round-trip time\n"
         "      --verify          byte-exact check of the transferred data (costs CPU: memset/memcmp)\n"
+        "      --one-buffer      every message of a stream uses the stream's first slot, local and\n"
+        "                        remote (as perftest's ib_write_bw: the data stays cache-resident,\n"
+        "                        like the raw UDP pair's buffers); default: depth distinct slots\n"
         "      --json            one JSON object on stdout instead of the table\n"
         "      --config FILE     configuration file (default $MROCE_CONFIG, else built-in defaults)\n"
         "      --device NAME     device section of the configuration (default: the first)\n"
@@ -164,7 +178,7 @@ double prob(const char* opt, const char* v) {
 Opts parse(int argc, char** argv) {
     Opts o;
     enum { O_OP = 1000, O_PATHS, O_STREAMS, O_JSON, O_CONFIG, O_LOSS, O_CE, O_VERIFY, O_LAT, O_SEED, O_CT, O_LP,
-           O_DEV, O_AT, O_SPIN };
+           O_DEV, O_AT, O_SPIN, O_ONEBUF };
     static const option lo[] = {
         {"port", required_argument, nullptr, 'p'},     {"size", required_argument, nullptr, 's'},
         {"iters", required_argument, nullptr, 'n'},    {"duration", required_argument, nullptr, 'D'},
@@ -176,6 +190,7 @@ Opts parse(int argc, char** argv) {
         {"seed", required_argument, nullptr, O_SEED},  {"conn-timeout", required_argument, nullptr, O_CT},
         {"local-port", required_argument, nullptr, O_LP}, {"device", required_argument, nullptr, O_DEV},
         {"accept-timeout", required_argument, nullptr, O_AT}, {"spin-us", required_argument, nullptr, O_SPIN},
+        {"one-buffer", no_argument, nullptr, O_ONEBUF},
         {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0}};
     bool size_given = false;
     int c;
@@ -205,6 +220,7 @@ Opts parse(int argc, char** argv) {
         case O_LOSS: o.loss = prob("--inject-loss", optarg); break;
         case O_CE: o.ce = prob("--inject-ce", optarg); break;
         case O_VERIFY: o.verify = true; break;
+        case O_ONEBUF: o.one_buffer = true; break;
         case O_LAT: o.lat = true; break;
         case O_SEED: o.seed = num("--seed", optarg, 1, UINT64_MAX); break;
         case O_CT: o.conn_timeout_ms = uint32_t(num("--conn-timeout", optarg, 1, 3'600'000)); break;
@@ -220,6 +236,8 @@ Opts parse(int argc, char** argv) {
     if (o.lat && !size_given) o.size = 8;
     if (o.lat && o.size != 8) die_usage("--lat measures 8-byte writes; drop -s");
     if (o.iters && o.seconds > 0) die_usage("give -n or -D, not both");
+    // Distinct slots are what lets both ends check every message's pattern.
+    if (o.one_buffer && o.verify) die_usage("--one-buffer and --verify exclude each other");
     if (!o.iters && o.seconds <= 0) o.iters = o.lat ? 10000 : 5000;
     return o;
 }
@@ -420,6 +438,7 @@ int run_server(const Opts& o) {
                 conn.post_recv(s + 1, RecvWr{(uint64_t(s) << 32) | k, mr.iova((size_t(s) * slots + k) * size),
                                              uint32_t(size), mr.lkey});
     ctrl.send(Reply{kMagic, 0, mr.rkey, slots, mr.iova()});
+    const double cpu0 = cpu_seconds();
 
     std::vector<uint64_t> recvd(h.streams, 0);
     uint64_t mismatches = 0, received = 0;
@@ -457,6 +476,7 @@ int run_server(const Opts& o) {
         }
     };
     const Done d = ctrl.wait<Done>("Done", 24ull * 3600 * 1'000'000'000, service);
+    const double cpu_s = cpu_seconds() - cpu0;
     if (op == Op::send) {
         uint64_t want = 0;
         for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
@@ -478,6 +498,7 @@ int run_server(const Opts& o) {
     const DeviceStats ds = dev->device_stats();
     const TransportStats ts = dev->transport_stats();
     Result r;
+    r.cpu_s = cpu_s;
     r.verify_ok = ok;
     r.mismatches = mismatches;
     r.received = received;
@@ -569,6 +590,7 @@ int run_client(const Opts& o) {
     uint64_t mismatches = 0, total_done = 0, total_posted = 0;
     std::vector<uint8_t> scratch;
     const Time t0 = dev->now();
+    const double cpu0 = cpu_seconds();
     const Time t_end = o.seconds > 0 ? t0 + Time(o.seconds * 1e9) : UINT64_MAX;
     Time next_report = t0 + 1'000'000'000;
     uint64_t last_done = 0;
@@ -619,8 +641,10 @@ int run_client(const Opts& o) {
                     while (posted[s] - done[s] < depth && (o.seconds > 0 || total_posted < o.iters)) {
                         const uint32_t k = uint32_t(posted[s] % depth);
                         const uint64_t id = (uint64_t(s) << 32) | k;
-                        const uint64_t laddr = mr.iova((size_t(s) * depth + k) * size);
-                        const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + k) * size;
+                        // --one-buffer: the cache footprint of one message per stream, not depth of them.
+                        const uint32_t slot = o.one_buffer ? 0 : k;
+                        const uint64_t laddr = mr.iova((size_t(s) * depth + slot) * size);
+                        const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + slot) * size;
                         SendWr wr;
                         if (o.op == Op::write) wr = Connection::write_wr(id, mr, laddr, o.size, raddr, rep.rkey);
                         else if (o.op == Op::read) {
@@ -659,6 +683,7 @@ int run_client(const Opts& o) {
         }
     }
     const Time t1 = dev->now();
+    const double cpu_s = cpu_seconds() - cpu0;
     Done d;
     d.streams = streams;
     for (uint32_t s = 0; s < streams; ++s) d.msgs[s] = done[s];
@@ -679,14 +704,14 @@ int run_client(const Opts& o) {
     const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
     if (o.json) {
         std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
-                    "\"depth\": %u, \"paths\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
+                    "\"depth\": %u, \"one_buffer\": %s, \"paths\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
                     ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_p50_us\": %.3f, "
                     "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
                     ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
-                    ", \"inject_loss\": %g, \"inject_ce\": %g, \"path\": [",
-                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, unsigned(cs.num_paths), total_done,
-                    total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
-                    cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce);
+                    ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"path\": [",
+                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? "true" : "false",
+                    unsigned(cs.num_paths), total_done, total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
+                    cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s);
         for (size_t p = 0; p < paths.size(); ++p)
             std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
                         ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
@@ -699,18 +724,19 @@ int run_client(const Opts& o) {
         std::printf("], \"engine\": ");
         print_engine_json(stdout, e, ds, ts);
         std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64
-                    ", \"engine\": {\"rx_packets\": %" PRIu64 ", \"rx_decode_errors\": %" PRIu64
+                    ", \"cpu_s\": %.4f, \"engine\": {\"rx_packets\": %" PRIu64 ", \"rx_decode_errors\": %" PRIu64
                     ", \"rx_truncated\": %" PRIu64 ", \"rx_bad_version\": %" PRIu64 ", \"rx_bad_type\": %" PRIu64
                     ", \"rx_oversized\": %" PRIu64 ", \"rx_inconsistent\": %" PRIu64 ", \"rx_unknown_conn\": %" PRIu64
                     ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
                     ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 "}}}\n",
-                    r.verify_ok, r.mismatches, r.received, r.rx_packets, r.rx_decode_errors, r.rx_truncated,
+                    r.verify_ok, r.mismatches, r.received, r.cpu_s, r.rx_packets, r.rx_decode_errors, r.rx_truncated,
                     r.rx_bad_version, r.rx_bad_type, r.rx_oversized, r.rx_inconsistent, r.rx_unknown_conn,
                     r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
     } else {
         std::printf("---------------------------------------------------------------------------\n");
-        std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u  paths %u  loss %g  ce %g\n",
-                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, unsigned(cs.num_paths), o.loss, o.ce);
+        std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  loss %g  ce %g\n",
+                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? " (one buffer)" : "",
+                    unsigned(cs.num_paths), o.loss, o.ce);
         std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
                     o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",
                     "verify");

@@ -59,6 +59,7 @@ struct Opts {
     uint32_t batch = 32;       // datagrams per sendmmsg/recvmmsg (packets per send_burst)
     uint32_t gso_batch = 4;    // 64 KB GSO messages per sendmmsg
     uint32_t paths = 4;        // driver variants: packets spread over this many source ports
+    size_t footprint = 0;      // senders cycle through this many bytes of source data (0: one batch's)
     double seconds = 2.0;
     uint16_t port = 47100;
     bool pin = true;
@@ -227,7 +228,11 @@ Result tx_raw(const Opts& o, Variant v, uint32_t size) {
     sockaddr_in to = loopback(o.port);
     const uint32_t segs = gso ? gso_segs(size) : 1;
     const size_t nm = gso ? o.gso_batch : o.batch;
-    std::vector<uint8_t> mem(size_t(segs) * size * nm);
+    // A batch's worth of source data stays in the cache; --footprint makes the sender read
+    // through a larger region, as mroce-perf does (depth messages of its own per stream).
+    const size_t batch_bytes = size_t(segs) * size * nm;
+    const size_t rounds = std::max<size_t>(1, (o.footprint + batch_bytes - 1) / batch_bytes);
+    std::vector<uint8_t> mem(batch_bytes * rounds);
     for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i);
     std::vector<mmsghdr> msg(nm);
     std::vector<iovec> iov(nm);
@@ -248,7 +253,12 @@ Result tx_raw(const Opts& o, Variant v, uint32_t size) {
     const Time t0 = monotonic_ns(), end = t0 + Time((o.seconds + 0.5) * 1e9);
     const double cpu0 = cpu_now();
     Time now = t0;
+    size_t round = 0;
     while (now < end) {
+        if (rounds > 1) {
+            for (size_t i = 0; i < nm; ++i) iov[i].iov_base = mem.data() + round * batch_bytes + i * segs * size;
+            round = (round + 1) % rounds;
+        }
         const int n = sendmmsg(fd, msg.data(), unsigned(nm), 0);
         if (n < 0) {
             if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) continue;
@@ -276,7 +286,9 @@ Result tx_driver(const Opts& o, Variant v, uint32_t size) {
     mroce::udp::UdpPort port(c);
     const uint32_t peer = port.add_peer("127.0.0.1", o.port);
     // Payload stays in one "registered" region; headers are per packet, as the engine emits them.
-    std::vector<uint8_t> region(size_t(size) * o.batch);
+    const size_t batch_bytes = size_t(size) * o.batch;
+    const size_t rounds = std::max<size_t>(1, (o.footprint + batch_bytes - 1) / batch_bytes);
+    std::vector<uint8_t> region(batch_bytes * rounds);
     for (size_t i = 0; i < region.size(); ++i) region[i] = uint8_t(i * 13);
     std::vector<mroce::TxPacket> tx(o.batch);
     for (uint32_t i = 0; i < o.batch; ++i) {
@@ -293,7 +305,12 @@ Result tx_driver(const Opts& o, Variant v, uint32_t size) {
     const Time t0 = monotonic_ns(), end = t0 + Time((o.seconds + 0.5) * 1e9);
     const double cpu0 = cpu_now();
     Time now = t0;
+    size_t round = 0;
     while (now < end) {
+        if (rounds > 1) {
+            for (uint32_t i = 0; i < o.batch; ++i) tx[i].payload = region.data() + round * batch_bytes + size_t(i) * size;
+            round = (round + 1) % rounds;
+        }
         port.send_burst(tx.data(), tx.size());
         now = monotonic_ns();
     }
@@ -521,10 +538,13 @@ void usage() {
     fmt::print(
         "usage: mroce-udp-ceiling [--mode bw|lat|all]\n"
         "         [--variant mmsg|gso|gso+gro|driver|driver+gso|driver+gso+gro|all]\n"
-        "         [--size BYTES[,BYTES...]] [--batch N] [--gso-batch N] [--paths N] [--seconds S]\n"
+        "         [--size BYTES[,BYTES...]] [--batch N] [--gso-batch N] [--paths N] [--footprint BYTES]\n"
+        "         [--seconds S]\n"
         "         [--port P] [--no-pin] [--repeat N] [--server|--client] [--iters N] [--spin] [--spin-us N]\n"
         "Bulk: a receiver and a sender process on 127.0.0.1:P (forked unless --server/--client);\n"
         "rx Gbit/s counts UDP payload bytes received (driver variants: 72-byte header + size).\n"
+        "--footprint: senders read through this many bytes of source data, batch after batch\n"
+        "(default one batch's, which stays cache-resident; mroce-perf's default is ~4 MiB).\n"
         "Latency: ping-pong of an 8-byte datagram on port P+40, blocking recv (or --spin);\n"
         "--variant driver: through UdpPort, spinning --spin-us after activity, then epoll.\n");
 }
@@ -563,6 +583,7 @@ int main(int argc, char** argv) {
             } else if (a == "--batch") o.batch = uint32_t(std::stoul(val()));
             else if (a == "--gso-batch") o.gso_batch = uint32_t(std::stoul(val()));
             else if (a == "--paths") o.paths = uint32_t(std::stoul(val()));
+            else if (a == "--footprint") o.footprint = size_t(std::stoull(val()));
             else if (a == "--seconds") o.seconds = std::stod(val());
             else if (a == "--port") o.port = uint16_t(std::stoul(val()));
             else if (a == "--iters") o.lat_iters = uint32_t(std::stoul(val()));
@@ -583,10 +604,13 @@ int main(int argc, char** argv) {
     for (uint32_t s : o.sizes)
         if (s == 0 || s > 65507) die(fmt::format("--size {} is outside 1..65507", s));
     if (o.batch == 0 || o.batch > 1024 || o.gso_batch == 0 || o.gso_batch > 1024) die("--batch 1..1024");
+    if (o.footprint > (size_t(1) << 30)) die("--footprint at most 1 GiB");
     try {
         if (o.mode == "bw" || o.mode == "all") {
-            fmt::print("# bulk loopback, {:.1f} s per run, batch {}, gso batch {} x 64 KB, driver paths {}, pin {}\n",
-                       o.seconds, o.batch, o.gso_batch, o.paths, o.pin ? "cpu0/cpu1" : "off");
+            fmt::print("# bulk loopback, {:.1f} s per run, batch {}, gso batch {} x 64 KB, driver paths {}, pin {}, "
+                       "source footprint {}\n",
+                       o.seconds, o.batch, o.gso_batch, o.paths, o.pin ? "cpu0/cpu1" : "off",
+                       o.footprint ? fmt::format("{} B", o.footprint) : std::string("one batch"));
             std::vector<double> best(o.sizes.size() * o.variants.size(), 0.0), best_pps(best.size(), 0.0);
             for (uint32_t rep = 0; rep < o.repeat; ++rep)
                 for (size_t si = 0; si < o.sizes.size(); ++si)

@@ -14,6 +14,9 @@
 #   bad-input        garbage, truncated datagrams and packets for unknown
 #                    connection ids at the server's ports during a transfer:
 #                    counted as drops, and the transfer still verifies
+#   one-buffer       --one-buffer (every message of a stream on its first slot,
+#                    perftest-style) completes every message under 1% loss and
+#                    both ends report their CPU; with --verify it is refused
 # Exit status 0 = pass; every failure prints why.
 import json
 import os
@@ -131,6 +134,24 @@ def case_killed_client():
     if dt > 5:
         fail(f"server noticed after {dt:.1f}s")
     print(f"PASS killed client: server reported in {dt:.2f}s: {err.strip().splitlines()[-1]}")
+
+
+def case_one_buffer():
+    n = 400
+    cj, sj = run_pair(["-s", "65536", "-n", str(n), "--one-buffer", "--inject-loss", "0.01", "--seed", "5"],
+                      ["--inject-loss", "0.01", "--seed", "6"])
+    if cj["messages"] != n or cj.get("one_buffer") is not True:
+        fail(f"{cj['messages']} of {n} messages, one_buffer {cj.get('one_buffer')!r}")
+    if cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"] == 0 or cj["retransmits"] == 0:
+        fail("loss injection dropped nothing / nothing was retransmitted")
+    if not (cj["cpu_s"] > 0 and cj["server"]["cpu_s"] > 0):
+        fail(f"cpu_s client {cj['cpu_s']} server {cj['server']['cpu_s']}: expected both > 0")
+    p = subprocess.run([PERF, "127.0.0.1", "-p", str(PORT), "--one-buffer", "--verify"],
+                       capture_output=True, text=True, timeout=10)
+    if p.returncode != 1 or "--one-buffer and --verify" not in p.stderr:
+        fail(f"--one-buffer --verify: exit {p.returncode}, stderr {p.stderr[-300:]!r}: expected a usage error")
+    print(f"PASS one-buffer: {n} x 64 KiB, {cj['retransmits']} retransmits, cpu client {cj['cpu_s']:.3f} s "
+          f"server {cj['server']['cpu_s']:.3f} s")
 
 
 def case_bad_input():
@@ -317,5 +338,7 @@ elif CASE[0] == "killed-client":
     case_killed_client()
 elif CASE[0] == "bad-input":
     case_bad_input()
+elif CASE[0] == "one-buffer":
+    case_one_buffer()
 else:
     fail(f"unknown case {CASE}")
