@@ -84,6 +84,7 @@ std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
         uc.open_paths = cfg.path_port_span;
         udp::IdlePolicy ip;
         ip.spin_ns = Time(cfg.spin_us) * 1000;
+        ip.yield = cfg.spin_yield;
         std::unique_ptr<Transport> t;
         try {
             t = std::make_unique<UdpTransport>(uc, ip);

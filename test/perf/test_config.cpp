@@ -29,7 +29,8 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
     const EngineConfig &x = a.engine, &y = b.engine;
     return a.name == b.name && a.driver == b.driver && a.address == b.address && a.port == b.port &&
            a.path_port_base == b.path_port_base && a.path_port_span == b.path_port_span &&
-           a.progress == b.progress && a.spin_us == b.spin_us && a.rx_batch == b.rx_batch && a.gso == b.gso &&
+           a.progress == b.progress && a.spin_us == b.spin_us && a.spin_yield == b.spin_yield &&
+           a.rx_batch == b.rx_batch && a.gso == b.gso &&
            a.gro == b.gro && x.max_payload == y.max_payload && x.num_paths == y.num_paths &&
            x.stream_depth == y.stream_depth && x.recv_depth == y.recv_depth && x.csn_window == y.csn_window &&
            x.rx_capacity_mbps == y.rx_capacity_mbps && x.rate_hints == y.rate_hints &&
@@ -76,13 +77,15 @@ TEST_CASE("config: path flag, then MROCE_CONFIG, then built-in defaults", "[conf
 
 TEST_CASE("config: values are parsed with their units", "[config]") {
     const Config c = parse_config("[device d]\nprogress = auto\nmin_rto_us = 250\nconn_timeout_ms = 3\n"
-                                  "max_payload = 8192   # jumbo\ngso = off\naddress = 10.0.0.1\n");
+                                  "max_payload = 8192   # jumbo\ngso = off\naddress = 10.0.0.1\n"
+                                  "spin_yield = true\n");
     const DeviceConfig& d = c.device();
     CHECK(d.progress == ProgressMode::automatic);
     CHECK(d.engine.min_rto == 250'000);
     CHECK(d.engine.conn_timeout == 3'000'000);
     CHECK(d.engine.max_payload == 8192);
     CHECK_FALSE(d.gso);
+    CHECK(d.spin_yield);
     CHECK(d.address == "10.0.0.1");
 }
 
@@ -134,6 +137,7 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         {"[engine]\npaths = 0\n", "key 'paths': out of range 1..256"},
         {"[engine]\nmax_payload = 9001\n", "key 'max_payload': out of range 64..9000"},
         {"[engine]\nrate_hints = maybe\n", "key 'rate_hints': expected true or false"},
+        {"[device d]\nspin_yield = 2\n", "key 'spin_yield': expected true or false"},
         {"[engine]\nport = 1\n", "key 'port': unknown in [engine]"},
         {"[device d]\ncolour = blue\n", "t.conf:2: key 'colour': unknown in [device d]"},
         {"port = 1\n", "key 'port' outside a section"},

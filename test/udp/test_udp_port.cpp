@@ -614,3 +614,27 @@ TEST_CASE("udp: EngineLoop moves packets and sleeps when idle", "[udp]") {
     CHECK(blocks > 0);
     CHECK(loop_cpu.load() < 0.15);  // spinning the whole 300 ms would cost ~0.3 s
 }
+
+TEST_CASE("udp: IdleWaiter yields the CPU on idle passes inside the spin window after yield_after_ns, only then", "[udp]") {
+    Pair p = make_pair();
+    for (const bool y : {true, false}) {
+        IdlePolicy pol;
+        pol.spin_ns = 1'000'000'000;  // the whole test is inside the spin window
+        pol.yield = y;
+        IdleWaiter w(pol);
+        const Time t0 = 1'000'000;
+        CHECK_FALSE(w.idle(*p.a, true, t0, UINT64_MAX));  // activity: no yield
+        // Idle for less than yield_after_ns: spin without yielding (a reply is due any moment).
+        CHECK_FALSE(w.idle(*p.a, false, t0 + pol.yield_after_ns - 1, UINT64_MAX));
+        CHECK(w.yields() == 0);
+        for (int i = 0; i < 5; ++i)
+            CHECK_FALSE(w.idle(*p.a, false, t0 + pol.yield_after_ns + Time(i) * 1000, UINT64_MAX));
+        CHECK_FALSE(w.idle(*p.a, true, t0 + 90'000, UINT64_MAX));
+        CHECK(w.yields() == (y ? 5u : 0u));
+        CHECK(w.blocks() == 0);
+        // Past the spin window it blocks (here: polls with a zero-length wait), never yields.
+        CHECK(w.idle(*p.a, false, t0 + 2'000'000'000, t0 + 2'000'000'000 + 1));
+        CHECK(w.blocks() == 1);
+        CHECK(w.yields() == (y ? 5u : 0u));
+    }
+}

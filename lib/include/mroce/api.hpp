@@ -98,6 +98,7 @@ struct DeviceConfig {
     uint16_t path_port_span = 16;       // distinct path source ports
     ProgressMode progress = ProgressMode::manual;
     uint32_t spin_us = 50;              // busy-poll this long after activity before blocking
+    bool spin_yield = false;            // udp: idle passes while spinning yield the CPU (after 20 us)
     uint32_t rx_batch = 64;
     bool gso = true;
     bool gro = true;

@@ -11,6 +11,7 @@
 // engine (and tests can drive it with a stand-in).
 #pragma once
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +33,14 @@ inline Time monotonic_ns() noexcept {
 struct IdlePolicy {
     Time spin_ns = 50'000;            // keep polling this long after the last activity
     Time max_block_ns = 100'000'000;  // never block longer, so stop flags and app work get looked at
+    // An idle pass inside the spin window, once yield_after_ns have passed without activity,
+    // yields the CPU (sched_yield) before polling again: on a shared core the peer process
+    // (the other mroce endpoint on loopback) runs instead of being polled against; with
+    // nothing else runnable it returns at once. Not sooner: a reply expected within a round
+    // trip (~10 us on loopback) would otherwise wait out the syscall. Off by default: under
+    // load it bought bandwidth but cost round-trip latency (doc/performance.md 5.2).
+    bool yield = false;
+    Time yield_after_ns = 20'000;
 };
 
 class IdleWaiter {
@@ -46,19 +55,27 @@ public:
             last_active_ = now;
             return false;
         }
-        if (now - last_active_ < p_.spin_ns || deadline <= now) return false;
+        if (now - last_active_ < p_.spin_ns || deadline <= now) {
+            if (p_.yield && now - last_active_ >= p_.yield_after_ns) {
+                ++yields_;
+                sched_yield();
+            }
+            return false;
+        }
         const Time t = std::min(deadline - now, p_.max_block_ns);
         ++blocks_;
         if (port.wait(t)) last_active_ = monotonic_ns();  // woken by I/O: spin again
         return true;
     }
     uint64_t blocks() const noexcept { return blocks_; }
+    uint64_t yields() const noexcept { return yields_; }
     const IdlePolicy& policy() const noexcept { return p_; }
 
 private:
     IdlePolicy p_;
     Time last_active_ = 0;
     uint64_t blocks_ = 0;
+    uint64_t yields_ = 0;
 };
 
 // What EngineLoop needs of an engine (mroce::Engine, or a stand-in in tests).
