@@ -3,12 +3,14 @@
 # Copyright (c) 2026 The mroce authors
 #
 # The project's test command (README; .ci/run calls it):
-#   setup -> configure build-ci (-Dwerror=true) -> build -> meson test -> fuzz 60 s
-# Prints exactly one summary line "N passed, M failed" (meson tests + the fuzz
-# run; a failed configure or build counts as one failure) and exits non-zero
-# if anything failed.
+#   setup -> configure build-ci (-Dwerror=true) -> build -> meson test
+#         -> the same in build-ci-asan (ASan + UBSan) -> fuzz 60 s
+# Prints exactly one summary line "N passed, M failed" (meson tests of both
+# builds + the fuzz run; a failed configure or build counts as one failure)
+# and exits non-zero if anything failed.
 #
-# Environment: FUZZ_SECONDS (default 60), MESON_TEST_ARGS (extra meson test args).
+# Environment: FUZZ_SECONDS (default 60), MESON_TEST_ARGS (extra meson test
+# args), SANITIZE=0 (skip the sanitizer build).
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -25,33 +27,29 @@ fi
 
 # Configure: reconfigure an existing build dir, start afresh when it is missing
 # or broken (e.g. made by another meson version).
-configured=0
-if [[ -f "$bdir/meson-private/coredata.dat" ]]; then
-  meson setup --reconfigure "$bdir" -Dwerror=true && configured=1
-fi
-if (( ! configured )); then
-  if [[ -d "$bdir" ]]; then
-    meson setup --wipe "$bdir" -Dwerror=true && configured=1
-  else
-    meson setup "$bdir" -Dwerror=true && configured=1
+configure() {  # dir, meson options...
+  local dir=$1
+  shift
+  if [[ -f "$dir/meson-private/coredata.dat" ]] && meson setup --reconfigure "$dir" "$@"; then return 0; fi
+  if [[ -d "$dir" ]] && meson setup --wipe "$dir" "$@"; then return 0; fi
+  rm -rf "$dir"
+  meson setup "$dir" "$@"
+}
+
+# Builds and runs the suite in a build dir; adds its counts to passed/failed.
+suite() {  # dir, meson test options...
+  local dir=$1
+  shift
+  if ! meson compile -C "$dir"; then
+    echo "run-tests.sh: build in $dir failed" >&2
+    failed=$((failed + 1))
+    return
   fi
-fi
-if (( ! configured )) && [[ -d "$bdir" ]]; then
-  rm -rf "$bdir"
-  meson setup "$bdir" -Dwerror=true && configured=1
-fi
-
-built=0
-if (( configured )); then
-  meson compile -C "$bdir" && built=1
-fi
-
-if (( built )); then
-  rm -f "$bdir/meson-logs/testlog.json"
+  rm -f "$dir/meson-logs/testlog.json"
   # shellcheck disable=SC2086
-  meson test -C "$bdir" --print-errorlogs --num-processes 2 ${MESON_TEST_ARGS:-}
-  mrc=$?
-  counts=$(python3 - "$bdir/meson-logs/testlog.json" <<'PY'
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" ${MESON_TEST_ARGS:-}
+  local mrc=$? tok tbad
+  read -r tok tbad < <(python3 - "$dir/meson-logs/testlog.json" <<'PY'
 import json, sys
 ok = bad = 0
 try:
@@ -72,14 +70,30 @@ except FileNotFoundError:
 print(ok, bad)
 PY
 )
-  read -r tok tbad <<<"$counts"
   passed=$((passed + tok))
   failed=$((failed + tbad))
   # meson failed without recording a failed test (e.g. no tests ran): count it.
   if (( mrc != 0 && tbad == 0 )); then failed=$((failed + 1)); fi
+}
+
+if configure "$bdir" -Dwerror=true; then
+  suite "$bdir"
 else
-  echo "run-tests.sh: configure/build failed" >&2
+  echo "run-tests.sh: configure of $bdir failed" >&2
   failed=$((failed + 1))
+fi
+
+# The same suite under AddressSanitizer and UBSan: no read or write outside
+# an object, no undefined behaviour, no leak, whatever the input (bad input is
+# a first-class case). UBSan stops at its first report so that it fails the
+# test. SANITIZE=0 skips it.
+if [[ "${SANITIZE:-1}" == 1 ]]; then
+  if configure "$bdir-asan" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false; then
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 suite "$bdir-asan" -t 3
+  else
+    echo "run-tests.sh: configure of $bdir-asan failed" >&2
+    failed=$((failed + 1))
+  fi
 fi
 
 if bash scripts/fuzz.sh "$fuzz_secs"; then
