@@ -86,9 +86,11 @@ fi
 # The same suite under AddressSanitizer and UBSan: no read or write outside
 # an object, no undefined behaviour, no leak, whatever the input (bad input is
 # a first-class case). UBSan stops at its first report so that it fails the
-# test. SANITIZE=0 skips it.
+# test. SANITIZE=0 skips it. Not -Werror: the first build enforces warnings,
+# and GCC 12 under -fsanitize warns falsely (-Wmaybe-uninitialized inside
+# libstdc++'s <regex>, which Catch2 includes).
 if [[ "${SANITIZE:-1}" == 1 ]]; then
-  if configure "$bdir-asan" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false; then
+  if configure "$bdir-asan" -Db_sanitize=address,undefined -Db_lundef=false; then
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 suite "$bdir-asan" -t 3
   else
     echo "run-tests.sh: configure of $bdir-asan failed" >&2
