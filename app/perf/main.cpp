@@ -149,7 +149,7 @@ void usage(FILE* f) {
         "  -h, --help\n"
         "Prints a progress line on stderr once per second, then goodput (payload Gbit/s), message\n"
         "rate, per-message completion latency percentiles (post to completion; --lat: round trip),\n"
-        "and per path: packets, retransmits, losses, timeouts (and those proved spurious), ECN marks.\n"
+        "and per path: packets, retransmits, losses, timeouts (and those proved spurious), tail-loss probes, ECN marks.\n"
         "Exit status: 0 ok, 1 usage/config error, 2 verification failed, 3 connection error.\n",
         kMaxStreams);
 }
@@ -715,11 +715,12 @@ int run_client(const Opts& o) {
         for (size_t p = 0; p < paths.size(); ++p)
             std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
                         ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
-                        ", \"rerouted\": %" PRIu64 ", \"ce_marks\": %" PRIu64
+                        ", \"tail_probes\": %" PRIu64 ", \"rerouted\": %" PRIu64 ", \"ce_marks\": %" PRIu64
                         ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"cwnd\": %.1f}",
                         p ? ", " : "", p, paths[p].state == PathStateKind::active ? "active" : "failed",
                         paths[p].tx_packets, paths[p].retransmits, paths[p].losses, paths[p].timeouts,
-                        paths[p].spurious_timeouts, paths[p].rerouted, paths[p].ce_marks, paths[p].rx_packets,
+                        paths[p].spurious_timeouts, paths[p].tail_probes, paths[p].rerouted, paths[p].ce_marks,
+                        paths[p].rx_packets,
                         paths[p].rx_ce, double(paths[p].srtt) / 1e3, paths[p].cwnd);
         std::printf("], \"engine\": ");
         print_engine_json(stdout, e, ds, ts);
@@ -745,14 +746,14 @@ int run_client(const Opts& o) {
         std::printf(" retransmits %" PRIu64 "  duplicates %" PRIu64 "  rnr_drops %" PRIu64
                     "  injected drops (client rx) %" PRIu64 " (server rx) %" PRIu64 "\n",
                     cs.retransmits, cs.duplicates, cs.rnr_drops, ds.injected_drops, r.injected_drops);
-        std::printf(" %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-8s %-9s\n", "path", "state", "tx_packets", "retx",
-                    "losses", "rto", "spurious", "ce", "srtt us");
+        std::printf(" %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-8s %-8s %-9s\n", "path", "state", "tx_packets", "retx",
+                    "losses", "rto", "spurious", "tlp", "ce", "srtt us");
         for (size_t p = 0; p < paths.size(); ++p)
             std::printf(" %-5zu %-7s %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64
-                        " %-9.1f\n", p,
+                        " %-8" PRIu64 " %-9.1f\n", p,
                         paths[p].state == PathStateKind::active ? "active" : "failed", paths[p].tx_packets,
                         paths[p].retransmits, paths[p].losses, paths[p].timeouts, paths[p].spurious_timeouts,
-                        paths[p].ce_marks,
+                        paths[p].tail_probes, paths[p].ce_marks,
                         double(paths[p].srtt) / 1e3);
         std::printf(" drops at server: decode %" PRIu64 "  unknown conn %" PRIu64 "  stale %" PRIu64 "\n",
                     r.rx_decode_errors, r.rx_unknown_conn, r.rx_stale);

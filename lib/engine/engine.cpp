@@ -158,6 +158,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->csn_limit = cfg.csn_window;
     c->txpkts.resize(cfg.csn_window);
     c->retx.reserve(cfg.csn_window);
+    c->tlp.reserve(cfg.num_paths);
     c->jobs.reserve(64);
     c->ctrl.reserve(64 + 2u * cfg.num_paths);
     c->paths.resize(cfg.num_paths);
@@ -462,6 +463,7 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     }
     c.jobs.clear();
     c.retx.clear();
+    c.tlp.clear();
     for (TxPath& p : c.paths) p.inflight = 0;
     c.csn_una = c.csn_nxt;
 }

@@ -36,6 +36,10 @@ struct TxPath {
     uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
     uint32_t consecutive_timeouts = 0;
+    // R-TIMER-8: a tail-loss probe was sent while snd_una was tlp_una; the
+    // next one waits until an ACK moves snd_una.
+    bool tlp_sent = false;
+    uint32_t tlp_una = 0;
     // R-TIMER-7: while a timeout is pending, [rto_psn, rto_end) are the PSNs
     // it declared lost that no ACK has yet shown received; the advertised
     // floor stays at rto_psn, so a late ACK's cum_psn is a receipt. Such an
@@ -225,6 +229,11 @@ struct Conn {
     uint32_t csn_una = 0;
     std::vector<TxPkt> txpkts;     // csn_window entries, csn & mask
     Ring<uint32_t> retx;           // CSNs waiting for retransmission
+    struct TailProbe {
+        uint32_t csn;
+        uint16_t path;
+    };
+    Ring<TailProbe> tlp;           // R-TIMER-8: newest packets to send again on their own path
     Ring<TxJob> jobs;              // messages with segments not yet sent
     std::vector<TxPath> paths;
     TokenBucket pacer;
@@ -258,7 +267,7 @@ struct Conn {
     }
     // Retransmissions, or new segments the CSN window admits (R-CSN-5).
     bool has_sendable() const {
-        return !retx.empty() || (!jobs.empty() && csn_nxt - csn_una < csn_limit);
+        return !retx.empty() || !tlp.empty() || (!jobs.empty() && csn_nxt - csn_una < csn_limit);
     }
     bool has_outstanding() const {
         if (csn_una != csn_nxt || !jobs.empty() || !retx.empty()) return true;

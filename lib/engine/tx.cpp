@@ -456,7 +456,7 @@ int Engine::Impl::pick_path(Conn& c) {
 // blocked: the run stopped where emit_data would have returned false (pacer,
 // no eligible path, CSN window), so the caller ends this connection's turn.
 size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
-    if (c.state != ConnState::established || !c.retx.empty() || c.jobs.empty()) return 0;
+    if (c.state != ConnState::established || !c.retx.empty() || !c.tlp.empty() || c.jobs.empty()) return 0;
     const TxJob job = c.jobs.front();
     if (job.kind != JobKind::request) return 0;
     Stream& s = c.streams[job.stream_idx];
@@ -503,6 +503,25 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
     if (c.state != ConnState::established) return false;
     if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) return false;
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    // R-TIMER-8: a tail-loss probe leaves on its own path, outside the window.
+    while (!c.tlp.empty()) {
+        const Conn::TailProbe pr = c.tlp.front();
+        c.tlp.drop_front();
+        TxPkt& t = c.txpkts[pr.csn & mask];
+        TxPath& p = c.paths[pr.path];
+        if (t.csn != pr.csn || t.state != CsnState::inflight || t.path != pr.path ||
+            p.state != PathStateKind::active)
+            continue;  // acknowledged, declared lost or the path failed meanwhile
+        const uint32_t room = p.sched_room;
+        t.dflags = uint8_t(t.dflags | wire::kDataAckNow);  // answered at once, whatever the receiver's ack delay
+        send_on_path(c, t, int(pr.path), o, now);
+        if (room == 0) {  // no window: the probe must not open the burst's plan for this path
+            p.sched_room = 0;
+            p.sched_score = kNoPath;
+        }
+        ++p.st.tail_probes;
+        return true;
+    }
     // R-SACK-4: lost packets go before new ones.
     while (!c.retx.empty()) {
         const uint32_t csn = c.retx.front();
@@ -640,6 +659,23 @@ void Engine::Impl::timers(Time now) {
             if (p.snd_una == p.snd_nxt) continue;
             const PathTxSlot& oldest = p.ring[p.snd_una & (kPathRing - 1)];
             const Time rto = backed_off_rto(p, cfg);
+            // R-TIMER-8: no ACK for two smoothed RTTs (plus the receiver's ack
+            // delay) after the newest packet: send that packet once more on
+            // this path, so that a lost ACK or a lost last packet costs one
+            // RTT, not an RTO.
+            if (p.have_rtt && (!p.tlp_sent || p.tlp_una != p.snd_una) && now < oldest.sent + rto) {
+                const PathTxSlot& newest = p.ring[(p.snd_nxt - 1) & (kPathRing - 1)];
+                const Time pto = newest.sent + 2 * p.srtt + cfg.ack_delay;
+                if (newest.state == TxSlotState::inflight && pto < oldest.sent + rto) {
+                    if (now >= pto) {
+                        c->tlp.push(Conn::TailProbe{newest.csn, pi});
+                        p.tlp_sent = true;
+                        p.tlp_una = p.snd_una;
+                    } else {
+                        next = std::min(next, pto);
+                    }
+                }
+            }
             if (now >= oldest.sent + rto) {
                 path_timeout(*c, pi, now);
                 if (p.state == PathStateKind::failed) next = std::min(next, p.next_probe);
