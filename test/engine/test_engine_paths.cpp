@@ -23,6 +23,7 @@ uint32_t be32(const uint8_t* p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]
 bool is_data(const TxPacket& p) { return p.hdr_len == wire::kDataLen && p.hdr[1] == uint8_t(wire::PacketType::data); }
 uint32_t msg_seq_of(const TxPacket& p) { return be32(p.hdr + 32); }
 uint32_t stream_of(const TxPacket& p) { return be32(p.hdr + 28); }
+uint64_t va(const void* p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); }
 
 struct Pair {
     EngineConfig cfg;
@@ -54,6 +55,21 @@ struct Pair {
         REQUIRE(a->create_stream(ca, id, pda, cqa, cqa) == Status::ok);
         REQUIRE(b->create_stream(cb, id, pdb, cqb, cqb) == Status::ok);
     }
+    // n WRITEs of len bytes on stream id, src (registered at A) to dst (at B), back to back.
+    void post_writes(uint32_t id, const MrInfo& ms, const uint8_t* src, const MrInfo& md, uint8_t* dst, int n,
+                     uint32_t len) {
+        for (int k = 0; k < n; ++k) {
+            SendWr w;
+            w.wr_id = uint64_t(k);
+            w.op = OpKind::write;
+            w.local_addr = va(src) + uint64_t(len) * uint64_t(k);
+            w.length = len;
+            w.lkey = ms.lkey;
+            w.remote_addr = va(dst) + uint64_t(len) * uint64_t(k);
+            w.rkey = md.rkey;
+            REQUIRE(a->post_send(ca, id, w) == Status::ok);
+        }
+    }
     std::vector<Completion> wait(Engine& e, uint32_t cq, size_t n, Time limit = 1'000'000'000) {
         std::vector<Completion> got;
         link->run([&] {
@@ -66,7 +82,17 @@ struct Pair {
     }
 };
 
-uint64_t va(const void* p) { return uint64_t(reinterpret_cast<uintptr_t>(p)); }
+// A source region at A filled with a pattern and a zeroed destination at B,
+// both registered for every access.
+struct WriteBuffers {
+    std::vector<uint8_t> src, dst;
+    MrInfo ms{}, md{};
+    WriteBuffers(Pair& p, size_t len, unsigned shift) : src(len), dst(len, 0) {
+        for (size_t i = 0; i < len; ++i) src[i] = uint8_t((i * 2654435761u) >> shift);
+        REQUIRE(p.a->register_mr(p.pda, src.data(), len, kAll, ms) == Status::ok);
+        REQUIRE(p.b->register_mr(p.pdb, dst.data(), len, kAll, md) == Status::ok);
+    }
+};
 
 }  // namespace
 
@@ -120,11 +146,9 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
     Pair p(cfg);
     p.stream(3);
     const size_t kLen = 64 * 65536;
-    std::vector<uint8_t> src(kLen), dst(kLen, 0);
-    for (size_t i = 0; i < kLen; ++i) src[i] = uint8_t((i * 2654435761u) >> 13);
-    MrInfo ms, md;
-    REQUIRE(p.a->register_mr(p.pda, src.data(), kLen, kAll, ms) == Status::ok);
-    REQUIRE(p.b->register_mr(p.pdb, dst.data(), kLen, kAll, md) == Status::ok);
+    WriteBuffers wb(p, kLen, 13);
+    std::vector<uint8_t>&src = wb.src, &dst = wb.dst;
+    const MrInfo &ms = wb.ms, &md = wb.md;
     bool down = true;  // path 2 is dead both ways: every packet on it is lost
     p.link->drop_if = [&](int, const TxPacket& t) { return down && t.path == 2; };
     auto post_all = [&](uint64_t base_id) {
@@ -379,11 +403,9 @@ TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransm
     Pair p(cfg, pipeline);
     p.stream(4);
     const size_t kLen = 64 * 65536;
-    std::vector<uint8_t> src(kLen), dst(kLen, 0);
-    for (size_t i = 0; i < kLen; ++i) src[i] = uint8_t((i * 2654435761u) >> 11);
-    MrInfo ms, md;
-    REQUIRE(p.a->register_mr(p.pda, src.data(), kLen, kAll, ms) == Status::ok);
-    REQUIRE(p.b->register_mr(p.pdb, dst.data(), kLen, kAll, md) == Status::ok);
+    WriteBuffers wb(p, kLen, 11);
+    std::vector<uint8_t>&src = wb.src, &dst = wb.dst;
+    const MrInfo &ms = wb.ms, &md = wb.md;
     // B's ACKs sent before `release` arrive at `release` (in their order); with
     // `lose`, A's data is dropped instead for the same time.
     bool hold = false;
@@ -395,17 +417,7 @@ TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransm
     p.link->drop_if = [&](int from, const TxPacket& t) {
         return lose && hold && from == 0 && is_data(t) && p.link->now < release;
     };
-    for (int k = 0; k < 64; ++k) {
-        SendWr w;
-        w.wr_id = uint64_t(k);
-        w.op = OpKind::write;
-        w.local_addr = va(src.data()) + 65536u * k;
-        w.length = 65536;
-        w.lkey = ms.lkey;
-        w.remote_addr = va(dst.data()) + 65536u * k;
-        w.rkey = md.rkey;
-        REQUIRE(p.a->post_send(p.ca, 4, w) == Status::ok);
-    }
+    p.post_writes(4, ms, src.data(), md, dst.data(), 64, 65536);
     PathStats ps;
     REQUIRE(p.link->run([&] {
         p.a->path_stats(p.ca, 0, ps);
@@ -459,11 +471,9 @@ TEST_CASE("lost ACKs of a path's last flight cost one tail-loss probe, not a tim
     Pair p(cfg, pipeline);
     p.stream(4);
     const size_t kLen = 64 * 65536;
-    std::vector<uint8_t> src(kLen), dst(kLen, 0);
-    for (size_t i = 0; i < kLen; ++i) src[i] = uint8_t((i * 2654435761u) >> 13);
-    MrInfo ms, md;
-    REQUIRE(p.a->register_mr(p.pda, src.data(), kLen, kAll, ms) == Status::ok);
-    REQUIRE(p.b->register_mr(p.pdb, dst.data(), kLen, kAll, md) == Status::ok);
+    WriteBuffers wb(p, kLen, 13);
+    std::vector<uint8_t>&src = wb.src, &dst = wb.dst;
+    const MrInfo &ms = wb.ms, &md = wb.md;
     // Every ACK B sends during [from, until) is lost. A's window then stays
     // full with nothing acknowledged and B, having all A sent, has nothing
     // more to acknowledge: only A's timers can restart the path.
@@ -475,17 +485,7 @@ TEST_CASE("lost ACKs of a path's last flight cost one tail-loss probe, not a tim
         acks_dropped += drop;
         return drop;
     };
-    for (int k = 0; k < 64; ++k) {
-        SendWr w;
-        w.wr_id = uint64_t(k);
-        w.op = OpKind::write;
-        w.local_addr = va(src.data()) + 65536u * k;
-        w.length = 65536;
-        w.lkey = ms.lkey;
-        w.remote_addr = va(dst.data()) + 65536u * k;
-        w.rkey = md.rkey;
-        REQUIRE(p.a->post_send(p.ca, 4, w) == Status::ok);
-    }
+    p.post_writes(4, ms, src.data(), md, dst.data(), 64, 65536);
     PathStats ps;
     REQUIRE(p.link->run([&] {
         p.a->path_stats(p.ca, 0, ps);
