@@ -365,6 +365,34 @@ void print_engine_json(FILE* f, const EngineStats& e, const DeviceStats& d, cons
         d.passes, d.blocks, d.tx_retry_dropped);
 }
 
+void print_path_table(FILE* f, const std::vector<PathStats>& paths) {
+    std::fprintf(f, " %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-8s %-8s %-9s %-7s\n", "path", "state", "tx_packets", "retx",
+                 "losses", "rto", "spurious", "tlp", "ce", "srtt us", "cwnd");
+    for (size_t p = 0; p < paths.size(); ++p)
+        std::fprintf(f, " %-5zu %-7s %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64
+                     " %-8" PRIu64 " %-9.1f %-7.1f\n", p,
+                     paths[p].state == PathStateKind::active ? "active" : "failed", paths[p].tx_packets,
+                     paths[p].retransmits, paths[p].losses, paths[p].timeouts, paths[p].spurious_timeouts,
+                     paths[p].tail_probes, paths[p].ce_marks, double(paths[p].srtt) / 1e3, paths[p].cwnd);
+}
+
+// What a user needs to tell a dead peer from a stalled transfer: printed to stderr when the
+// connection fails, before the error itself.
+void print_failure_state(const Device& dev, const Connection& conn) {
+    const ConnStats cs = conn.stats();
+    std::fprintf(stderr, "mroce-perf: state at the failure: data packets tx %" PRIu64 " rx %" PRIu64
+                 ", retransmits %" PRIu64 ", duplicates %" PRIu64 ", NAKs sent %" PRIu64 " received %" PRIu64
+                 ", peer hint %u kbit/s\n",
+                 cs.tx_data_packets, cs.rx_data_packets, cs.retransmits, cs.duplicates, cs.naks_sent,
+                 cs.naks_received, cs.rate_hint_kbps);
+    std::vector<PathStats> paths(cs.num_paths);
+    for (uint16_t p = 0; p < cs.num_paths; ++p) paths[p] = conn.path_stats(p);
+    print_path_table(stderr, paths);
+    std::fprintf(stderr, " engine and driver counters: ");
+    print_engine_json(stderr, dev.engine_stats(), dev.device_stats(), dev.transport_stats());
+    std::fprintf(stderr, "\n");
+}
+
 DeviceConfig make_cfg(const Opts& o, bool client) {
     const Config cfg = load_config(o.config);
     DeviceConfig d = cfg.device(o.device);
@@ -418,129 +446,137 @@ int run_server(const Opts& o) {
         std::fprintf(stderr, "mroce-perf server: listening on %s (%u paths, max_payload %u)\n",
                      dev->transport().describe().c_str(), dc.engine.num_paths, dc.engine.max_payload);
     Connection conn = dev->accept(Time(o.accept_timeout_s) * 1'000'000'000);
-    Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
-    ctrl.post_recvs();
-    const Hello h = ctrl.wait<Hello>("Hello", 10'000'000'000);
-    if (h.streams < 1 || h.streams > kMaxStreams || h.size < 1 || h.depth < 1 || h.depth > 256)
-        throw Error("client sent invalid parameters");
-    const Op op = Op(h.op);
-    const uint32_t slots = op == Op::send ? 2 * h.depth : h.depth;
-    const size_t size = h.lat ? 64 : h.size;
-    std::vector<uint8_t> mem(size_t(h.streams) * slots * size + 64);
-    const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
-    if (op == Op::read && !h.lat)
-        for (uint32_t s = 0; s < h.streams; ++s)
-            for (uint32_t k = 0; k < slots; ++k) fill_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k);
-    for (uint32_t s = 0; s < h.streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
-    if (op == Op::send)
-        for (uint32_t s = 0; s < h.streams; ++s)
-            for (uint32_t k = 0; k < slots; ++k)
-                conn.post_recv(s + 1, RecvWr{(uint64_t(s) << 32) | k, mr.iova((size_t(s) * slots + k) * size),
-                                             uint32_t(size), mr.lkey});
-    ctrl.send(Reply{kMagic, 0, mr.rkey, slots, mr.iova()});
-    const double cpu0 = cpu_seconds();
+    try {
+        Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
+        ctrl.post_recvs();
+        const Hello h = ctrl.wait<Hello>("Hello", 10'000'000'000);
+        if (h.streams < 1 || h.streams > kMaxStreams || h.size < 1 || h.depth < 1 || h.depth > 256)
+            throw Error("client sent invalid parameters");
+        const Op op = Op(h.op);
+        const uint32_t slots = op == Op::send ? 2 * h.depth : h.depth;
+        const size_t size = h.lat ? 64 : h.size;
+        std::vector<uint8_t> mem(size_t(h.streams) * slots * size + 64);
+        const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
+        if (op == Op::read && !h.lat)
+            for (uint32_t s = 0; s < h.streams; ++s)
+                for (uint32_t k = 0; k < slots; ++k) fill_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k);
+        for (uint32_t s = 0; s < h.streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
+        if (op == Op::send)
+            for (uint32_t s = 0; s < h.streams; ++s)
+                for (uint32_t k = 0; k < slots; ++k)
+                    conn.post_recv(s + 1, RecvWr{(uint64_t(s) << 32) | k, mr.iova((size_t(s) * slots + k) * size),
+                                                 uint32_t(size), mr.lkey});
+        ctrl.send(Reply{kMagic, 0, mr.rkey, slots, mr.iova()});
+        const double cpu0 = cpu_seconds();
 
-    std::vector<uint64_t> recvd(h.streams, 0);
-    uint64_t mismatches = 0, received = 0;
-    std::vector<uint8_t> scratch;
-    // Latency mode: answer each 8-byte write by writing it back.
-    volatile uint64_t* ping = reinterpret_cast<volatile uint64_t*>(mem.data());
-    uint64_t last_ping = 0;
-    const auto service = [&] {
-        static Completion c[64];  // static: a local array is re-initialised every pass
-        size_t n;
-        while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
-            for (size_t i = 0; i < n; ++i) {
-                check_wc(c[i], conn);
-                if (c[i].opcode != WcOpcode::recv) continue;
-                const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
-                uint8_t* p = mem.data() + (size_t(s) * slots + k) * size;
-                if (h.verify) {
-                    if (c[i].byte_len != h.size ||
-                        !check_pattern(p, size, s + 1, uint32_t(recvd[s] % h.depth), scratch))
-                        ++mismatches;
-                    std::memset(p, 0, size);  // a stale copy must not pass the next check
+        std::vector<uint64_t> recvd(h.streams, 0);
+        uint64_t mismatches = 0, received = 0;
+        std::vector<uint8_t> scratch;
+        // Latency mode: answer each 8-byte write by writing it back.
+        volatile uint64_t* ping = reinterpret_cast<volatile uint64_t*>(mem.data());
+        uint64_t last_ping = 0;
+        const auto service = [&] {
+            static Completion c[64];  // static: a local array is re-initialised every pass
+            size_t n;
+            while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
+                for (size_t i = 0; i < n; ++i) {
+                    check_wc(c[i], conn);
+                    if (c[i].opcode != WcOpcode::recv) continue;
+                    const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
+                    uint8_t* p = mem.data() + (size_t(s) * slots + k) * size;
+                    if (h.verify) {
+                        if (c[i].byte_len != h.size ||
+                            !check_pattern(p, size, s + 1, uint32_t(recvd[s] % h.depth), scratch))
+                            ++mismatches;
+                        std::memset(p, 0, size);  // a stale copy must not pass the next check
+                    }
+                    ++recvd[s];
+                    ++received;
+                    conn.post_recv(s + 1, RecvWr{c[i].wr_id, mr.iova((size_t(s) * slots + k) * size), uint32_t(size), mr.lkey});
                 }
-                ++recvd[s];
-                ++received;
-                conn.post_recv(s + 1, RecvWr{c[i].wr_id, mr.iova((size_t(s) * slots + k) * size), uint32_t(size), mr.lkey});
+            }
+            if (h.lat) {
+                const uint64_t v = *ping;
+                if (v != last_ping) {
+                    last_ping = v;
+                    std::memcpy(mem.data() + 8, &last_ping, 8);
+                    conn.post_send(1, Connection::write_wr(v, mr, mr.iova(8), 8, h.client_addr, h.client_rkey, false));
+                }
+            }
+        };
+        const Done d = ctrl.wait<Done>("Done", 24ull * 3600 * 1'000'000'000, service);
+        const double cpu_s = cpu_seconds() - cpu0;
+        if (op == Op::send) {
+            uint64_t want = 0;
+            for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
+            const Time end = dev->now() + 2'000'000'000;
+            while (received < want && dev->now() < end) {
+                dev->progress();
+                service();
             }
         }
-        if (h.lat) {
-            const uint64_t v = *ping;
-            if (v != last_ping) {
-                last_ping = v;
-                std::memcpy(mem.data() + 8, &last_ping, 8);
-                conn.post_send(1, Connection::write_wr(v, mr, mr.iova(8), 8, h.client_addr, h.client_rkey, false));
-            }
+        if (h.verify && op == Op::write && !h.lat) {
+            for (uint32_t s = 0; s < h.streams; ++s)
+                for (uint32_t k = 0; k < slots && k < d.msgs[s]; ++k)
+                    if (!check_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k, scratch)) ++mismatches;
         }
-    };
-    const Done d = ctrl.wait<Done>("Done", 24ull * 3600 * 1'000'000'000, service);
-    const double cpu_s = cpu_seconds() - cpu0;
-    if (op == Op::send) {
         uint64_t want = 0;
         for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
-        const Time end = dev->now() + 2'000'000'000;
-        while (received < want && dev->now() < end) {
-            dev->progress();
-            service();
+        const bool ok = mismatches == 0 && (op != Op::send || received == want);
+        const EngineStats e = dev->engine_stats();
+        const DeviceStats ds = dev->device_stats();
+        const TransportStats ts = dev->transport_stats();
+        Result r;
+        r.cpu_s = cpu_s;
+        r.verify_ok = ok;
+        r.mismatches = mismatches;
+        r.received = received;
+        r.rx_packets = e.rx_packets;
+        r.rx_decode_errors = e.rx_decode_errors;
+        r.rx_truncated = e.rx_truncated;
+        r.rx_bad_version = e.rx_bad_version;
+        r.rx_bad_type = e.rx_bad_type;
+        r.rx_oversized = e.rx_oversized;
+        r.rx_inconsistent = e.rx_inconsistent;
+        r.rx_unknown_conn = e.rx_unknown_conn;
+        r.rx_bad_path = e.rx_bad_path;
+        r.rx_stale = e.rx_stale;
+        r.udp_rx_truncated = ts.rx_truncated;
+        r.injected_drops = ds.injected_drops;
+        r.injected_ce = ds.injected_ce;
+        ctrl.send(r);
+        // Let the Result be acked before closing, so the client does not wait on a retransmit.
+        const Time end = dev->now() + 500'000'000;
+        for (std::vector<uint8_t> b; dev->now() < end;) {
+            const bool moved = dev->progress() != 0;
+            Completion c[8];
+            bool done = false;
+            for (size_t n = dev->poll_cq(ccq, c, 8), i = 0; i < n; ++i)
+                if (c[i].opcode == WcOpcode::send && c[i].wr_id == (1ull << 63 | (ctrl.sent - 1))) done = true;
+            if (done) break;
+            dev->idle(moved);
         }
+        if (o.json) {
+            std::printf("{\"role\": \"server\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, \"received\": %" PRIu64
+                        ", \"verify\": \"%s\", \"mismatches\": %" PRIu64 ", \"engine\": ",
+                        op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "fail") : "off", mismatches);
+            print_engine_json(stdout, e, ds, ts);
+            std::printf("}\n");
+        } else {
+            std::printf("server: %s %u B x %u streams, %" PRIu64 " messages received, verify %s; drops: decode %" PRIu64
+                        ", unknown conn %" PRIu64 ", injected %" PRIu64 "\n",
+                        op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "FAILED") : "off",
+                        e.rx_decode_errors, e.rx_unknown_conn, ds.injected_drops);
+        }
+        std::fflush(stdout);
+        return h.verify && !ok ? 2 : 0;
+    } catch (const ConnectionError&) {
+        print_failure_state(*dev, conn);
+        throw;
+    } catch (const TimeoutError&) {
+        print_failure_state(*dev, conn);
+        throw;
     }
-    if (h.verify && op == Op::write && !h.lat) {
-        for (uint32_t s = 0; s < h.streams; ++s)
-            for (uint32_t k = 0; k < slots && k < d.msgs[s]; ++k)
-                if (!check_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k, scratch)) ++mismatches;
-    }
-    uint64_t want = 0;
-    for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
-    const bool ok = mismatches == 0 && (op != Op::send || received == want);
-    const EngineStats e = dev->engine_stats();
-    const DeviceStats ds = dev->device_stats();
-    const TransportStats ts = dev->transport_stats();
-    Result r;
-    r.cpu_s = cpu_s;
-    r.verify_ok = ok;
-    r.mismatches = mismatches;
-    r.received = received;
-    r.rx_packets = e.rx_packets;
-    r.rx_decode_errors = e.rx_decode_errors;
-    r.rx_truncated = e.rx_truncated;
-    r.rx_bad_version = e.rx_bad_version;
-    r.rx_bad_type = e.rx_bad_type;
-    r.rx_oversized = e.rx_oversized;
-    r.rx_inconsistent = e.rx_inconsistent;
-    r.rx_unknown_conn = e.rx_unknown_conn;
-    r.rx_bad_path = e.rx_bad_path;
-    r.rx_stale = e.rx_stale;
-    r.udp_rx_truncated = ts.rx_truncated;
-    r.injected_drops = ds.injected_drops;
-    r.injected_ce = ds.injected_ce;
-    ctrl.send(r);
-    // Let the Result be acked before closing, so the client does not wait on a retransmit.
-    const Time end = dev->now() + 500'000'000;
-    for (std::vector<uint8_t> b; dev->now() < end;) {
-        const bool moved = dev->progress() != 0;
-        Completion c[8];
-        bool done = false;
-        for (size_t n = dev->poll_cq(ccq, c, 8), i = 0; i < n; ++i)
-            if (c[i].opcode == WcOpcode::send && c[i].wr_id == (1ull << 63 | (ctrl.sent - 1))) done = true;
-        if (done) break;
-        dev->idle(moved);
-    }
-    if (o.json) {
-        std::printf("{\"role\": \"server\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, \"received\": %" PRIu64
-                    ", \"verify\": \"%s\", \"mismatches\": %" PRIu64 ", \"engine\": ",
-                    op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "fail") : "off", mismatches);
-        print_engine_json(stdout, e, ds, ts);
-        std::printf("}\n");
-    } else {
-        std::printf("server: %s %u B x %u streams, %" PRIu64 " messages received, verify %s; drops: decode %" PRIu64
-                    ", unknown conn %" PRIu64 ", injected %" PRIu64 "\n",
-                    op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "FAILED") : "off",
-                    e.rx_decode_errors, e.rx_unknown_conn, ds.injected_drops);
-    }
-    std::fflush(stdout);
-    return h.verify && !ok ? 2 : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -556,213 +592,213 @@ int run_client(const Opts& o) {
     std::vector<uint8_t> cmem(9 * kCtrlBuf);
     const MemoryRegion cmr = dev->register_mr(pd, cmem.data(), cmem.size(), kAccessLocalWrite);
     Connection conn = dev->connect(o.server, server_port, 5'000'000'000);
-    conn.create_stream(kCtrl, pd, ccq, ccq);
-    Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
-    ctrl.post_recvs();
+    try {
+        conn.create_stream(kCtrl, pd, ccq, ccq);
+        Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
+        ctrl.post_recvs();
 
-    const uint32_t streams = o.lat ? 1 : o.streams;
-    const uint32_t depth = o.lat ? 1 : (o.depth ? o.depth : default_depth(o.size));
-    const size_t size = o.lat ? 64 : o.size;
-    std::vector<uint8_t> mem(size_t(streams) * depth * size + 64);
-    const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
-    for (uint32_t s = 0; s < streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
-    if (o.op != Op::read)
-        for (uint32_t s = 0; s < streams; ++s)
-            for (uint32_t k = 0; k < depth; ++k) fill_pattern(mem.data() + (size_t(s) * depth + k) * size, size, s + 1, k);
+        const uint32_t streams = o.lat ? 1 : o.streams;
+        const uint32_t depth = o.lat ? 1 : (o.depth ? o.depth : default_depth(o.size));
+        const size_t size = o.lat ? 64 : o.size;
+        std::vector<uint8_t> mem(size_t(streams) * depth * size + 64);
+        const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
+        for (uint32_t s = 0; s < streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
+        if (o.op != Op::read)
+            for (uint32_t s = 0; s < streams; ++s)
+                for (uint32_t k = 0; k < depth; ++k) fill_pattern(mem.data() + (size_t(s) * depth + k) * size, size, s + 1, k);
 
-    Hello h;
-    h.op = uint32_t(o.op);
-    h.size = o.size;
-    h.streams = streams;
-    h.depth = depth;
-    h.verify = o.verify;
-    h.lat = o.lat;
-    h.client_rkey = mr.rkey;
-    h.client_addr = mr.iova();
-    ctrl.send(h);
-    const Reply rep = ctrl.wait<Reply>("Reply", 10'000'000'000);
-    if (rep.status != 0) throw Error("server refused the test");
+        Hello h;
+        h.op = uint32_t(o.op);
+        h.size = o.size;
+        h.streams = streams;
+        h.depth = depth;
+        h.verify = o.verify;
+        h.lat = o.lat;
+        h.client_rkey = mr.rkey;
+        h.client_addr = mr.iova();
+        ctrl.send(h);
+        const Reply rep = ctrl.wait<Reply>("Reply", 10'000'000'000);
+        if (rep.status != 0) throw Error("server refused the test");
 
-    std::vector<uint64_t> posted(streams, 0), done(streams, 0);
-    std::vector<Time> post_time(size_t(streams) * depth, 0);
-    std::vector<uint32_t> lat;
-    lat.reserve(1 << 20);
-    uint64_t mismatches = 0, total_done = 0, total_posted = 0;
-    std::vector<uint8_t> scratch;
-    const Time t0 = dev->now();
-    const double cpu0 = cpu_seconds();
-    const Time t_end = o.seconds > 0 ? t0 + Time(o.seconds * 1e9) : UINT64_MAX;
-    Time next_report = t0 + 1'000'000'000;
-    uint64_t last_done = 0;
-    Time last_t = t0;
-    uint32_t check_ctr = 0;
+        std::vector<uint64_t> posted(streams, 0), done(streams, 0);
+        std::vector<Time> post_time(size_t(streams) * depth, 0);
+        std::vector<uint32_t> lat;
+        lat.reserve(1 << 20);
+        uint64_t mismatches = 0, total_done = 0, total_posted = 0;
+        std::vector<uint8_t> scratch;
+        const Time t0 = dev->now();
+        const double cpu0 = cpu_seconds();
+        const Time t_end = o.seconds > 0 ? t0 + Time(o.seconds * 1e9) : UINT64_MAX;
+        Time next_report = t0 + 1'000'000'000;
+        uint64_t last_done = 0;
+        Time last_t = t0;
+        uint32_t check_ctr = 0;
 
-    const auto report = [&](Time now) {
-        if (o.json || now < next_report) return;
-        const double dt = double(now - last_t) / 1e9;
-        const uint64_t dm = total_done - last_done;
-        const ConnStats cs = conn.stats();
-        std::fprintf(stderr, "[%6.1fs] %8.3f Gbit/s  %10.0f msg/s  retransmits %" PRIu64 "\n", double(now - t0) / 1e9,
-                     double(dm) * double(o.size) * 8 / dt / 1e9, double(dm) / dt, cs.retransmits);
-        last_done = total_done;
-        last_t = now;
-        next_report += 1'000'000'000;
-    };
+        const auto report = [&](Time now) {
+            if (o.json || now < next_report) return;
+            const double dt = double(now - last_t) / 1e9;
+            const uint64_t dm = total_done - last_done;
+            const ConnStats cs = conn.stats();
+            std::fprintf(stderr, "[%6.1fs] %8.3f Gbit/s  %10.0f msg/s  retransmits %" PRIu64 "\n", double(now - t0) / 1e9,
+                         double(dm) * double(o.size) * 8 / dt / 1e9, double(dm) / dt, cs.retransmits);
+            last_done = total_done;
+            last_t = now;
+            next_report += 1'000'000'000;
+        };
 
-    if (o.lat) {
-        volatile uint64_t* pong = reinterpret_cast<volatile uint64_t*>(mem.data());
-        for (uint64_t i = 1; o.seconds > 0 ? dev->now() < t_end : i <= o.iters; ++i) {
-            std::memcpy(mem.data() + 8, &i, 8);
-            const Time ts = dev->now();
-            conn.post_send(1, Connection::write_wr(i, mr, mr.iova(8), 8, rep.addr, rep.rkey, false));
-            while (*pong != i) {
-                const bool moved = dev->progress() != 0;
-                static Completion c[16];
-                for (size_t n = dev->poll_cq(dcq, c, 16), k = 0; k < n; ++k) check_wc(c[k], conn);
-                if (!moved && (++check_ctr & 1023) == 0) conn.check();
-                // Spin-then-block like the UDP ping-pong it is compared with: a pure spin
-                // loses its core to the peer on a shared 2-core machine.
-                dev->idle(moved);
+        if (o.lat) {
+            volatile uint64_t* pong = reinterpret_cast<volatile uint64_t*>(mem.data());
+            for (uint64_t i = 1; o.seconds > 0 ? dev->now() < t_end : i <= o.iters; ++i) {
+                std::memcpy(mem.data() + 8, &i, 8);
+                const Time ts = dev->now();
+                conn.post_send(1, Connection::write_wr(i, mr, mr.iova(8), 8, rep.addr, rep.rkey, false));
+                while (*pong != i) {
+                    const bool moved = dev->progress() != 0;
+                    static Completion c[16];
+                    for (size_t n = dev->poll_cq(dcq, c, 16), k = 0; k < n; ++k) check_wc(c[k], conn);
+                    if (!moved && (++check_ctr & 1023) == 0) conn.check();
+                    // Spin-then-block like the UDP ping-pong it is compared with: a pure spin
+                    // loses its core to the peer on a shared 2-core machine.
+                    dev->idle(moved);
+                }
+                const Time te = dev->now();
+                lat.push_back(uint32_t(std::min<Time>(te - ts, UINT32_MAX)));
+                ++total_done;
+                report(te);
             }
-            const Time te = dev->now();
-            lat.push_back(uint32_t(std::min<Time>(te - ts, UINT32_MAX)));
-            ++total_done;
-            report(te);
-        }
-        posted[0] = done[0] = total_done;
-    } else {
-        const auto slot_ptr = [&](uint32_t s, uint32_t k) { return mem.data() + (size_t(s) * depth + k) * size; };
-        for (;;) {
-            Time now = dev->now();
-            const bool more = o.seconds > 0 ? now < t_end : total_posted < o.iters;
-            bool active = false;
-            if (more) {
-                for (uint32_t s = 0; s < streams; ++s) {
-                    while (posted[s] - done[s] < depth && (o.seconds > 0 || total_posted < o.iters)) {
-                        const uint32_t k = uint32_t(posted[s] % depth);
-                        const uint64_t id = (uint64_t(s) << 32) | k;
-                        // --one-buffer: the cache footprint of one message per stream, not depth of them.
-                        const uint32_t slot = o.one_buffer ? 0 : k;
-                        const uint64_t laddr = mr.iova((size_t(s) * depth + slot) * size);
-                        const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + slot) * size;
-                        SendWr wr;
-                        if (o.op == Op::write) wr = Connection::write_wr(id, mr, laddr, o.size, raddr, rep.rkey);
-                        else if (o.op == Op::read) {
-                            if (o.verify) std::memset(slot_ptr(s, k), 0, size);
-                            wr = Connection::read_wr(id, mr, laddr, o.size, raddr, rep.rkey);
-                        } else wr = Connection::send_wr(id, mr, laddr, o.size);
-                        if (!conn.try_post_send(s + 1, wr)) break;
-                        post_time[size_t(s) * depth + k] = now;
-                        ++posted[s];
-                        ++total_posted;
-                        active = true;
+            posted[0] = done[0] = total_done;
+        } else {
+            const auto slot_ptr = [&](uint32_t s, uint32_t k) { return mem.data() + (size_t(s) * depth + k) * size; };
+            for (;;) {
+                Time now = dev->now();
+                const bool more = o.seconds > 0 ? now < t_end : total_posted < o.iters;
+                bool active = false;
+                if (more) {
+                    for (uint32_t s = 0; s < streams; ++s) {
+                        while (posted[s] - done[s] < depth && (o.seconds > 0 || total_posted < o.iters)) {
+                            const uint32_t k = uint32_t(posted[s] % depth);
+                            const uint64_t id = (uint64_t(s) << 32) | k;
+                            // --one-buffer: the cache footprint of one message per stream, not depth of them.
+                            const uint32_t slot = o.one_buffer ? 0 : k;
+                            const uint64_t laddr = mr.iova((size_t(s) * depth + slot) * size);
+                            const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + slot) * size;
+                            SendWr wr;
+                            if (o.op == Op::write) wr = Connection::write_wr(id, mr, laddr, o.size, raddr, rep.rkey);
+                            else if (o.op == Op::read) {
+                                if (o.verify) std::memset(slot_ptr(s, k), 0, size);
+                                wr = Connection::read_wr(id, mr, laddr, o.size, raddr, rep.rkey);
+                            } else wr = Connection::send_wr(id, mr, laddr, o.size);
+                            if (!conn.try_post_send(s + 1, wr)) break;
+                            post_time[size_t(s) * depth + k] = now;
+                            ++posted[s];
+                            ++total_posted;
+                            active = true;
+                        }
                     }
                 }
-            }
-            active |= dev->progress() != 0;
-            static Completion c[64];  // static: a local array is re-initialised every pass
-            size_t n;
-            now = dev->now();
-            while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
-                for (size_t i = 0; i < n; ++i) {
-                    check_wc(c[i], conn);
-                    const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
-                    if (o.op == Op::read && o.verify && !check_pattern(slot_ptr(s, k), size, s + 1, k, scratch))
-                        ++mismatches;
-                    if (lat.size() < (64u << 20)) lat.push_back(uint32_t(std::min<Time>(now - post_time[size_t(s) * depth + k], UINT32_MAX)));
-                    ++done[s];
-                    ++total_done;
+                active |= dev->progress() != 0;
+                static Completion c[64];  // static: a local array is re-initialised every pass
+                size_t n;
+                now = dev->now();
+                while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
+                    for (size_t i = 0; i < n; ++i) {
+                        check_wc(c[i], conn);
+                        const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
+                        if (o.op == Op::read && o.verify && !check_pattern(slot_ptr(s, k), size, s + 1, k, scratch))
+                            ++mismatches;
+                        if (lat.size() < (64u << 20)) lat.push_back(uint32_t(std::min<Time>(now - post_time[size_t(s) * depth + k], UINT32_MAX)));
+                        ++done[s];
+                        ++total_done;
+                    }
+                    active = true;
                 }
-                active = true;
+                if (!more && total_done == total_posted) break;
+                if (!active && (++check_ctr & 255) == 0) conn.check();
+                if ((check_ctr & 63) == 0) report(now);
+                ++check_ctr;
+                dev->idle(active);
             }
-            if (!more && total_done == total_posted) break;
-            if (!active && (++check_ctr & 255) == 0) conn.check();
-            if ((check_ctr & 63) == 0) report(now);
-            ++check_ctr;
-            dev->idle(active);
         }
-    }
-    const Time t1 = dev->now();
-    const double cpu_s = cpu_seconds() - cpu0;
-    Done d;
-    d.streams = streams;
-    for (uint32_t s = 0; s < streams; ++s) d.msgs[s] = done[s];
-    ctrl.send(d);
-    const Result r = ctrl.wait<Result>("Result", 10'000'000'000);
+        const Time t1 = dev->now();
+        const double cpu_s = cpu_seconds() - cpu0;
+        Done d;
+        d.streams = streams;
+        for (uint32_t s = 0; s < streams; ++s) d.msgs[s] = done[s];
+        ctrl.send(d);
+        const Result r = ctrl.wait<Result>("Result", 10'000'000'000);
 
-    const double secs = double(t1 - t0) / 1e9;
-    const double gbps = double(total_done) * double(o.size) * 8 / secs / 1e9;
-    const double rate = double(total_done) / secs;
-    const double p50 = pct(lat, 0.5), p99 = pct(lat, 0.99), p999 = pct(lat, 0.999);
-    const ConnStats cs = conn.stats();
-    const bool verified = r.verify_ok && mismatches == 0;
-    const EngineStats e = dev->engine_stats();
-    const DeviceStats ds = dev->device_stats();
-    const TransportStats ts = dev->transport_stats();
-    std::vector<PathStats> paths(cs.num_paths);
-    for (uint16_t p = 0; p < cs.num_paths; ++p) paths[p] = conn.path_stats(p);
-    const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
-    if (o.json) {
-        std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
-                    "\"depth\": %u, \"one_buffer\": %s, \"paths\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
-                    ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_p50_us\": %.3f, "
-                    "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
-                    ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
-                    ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"path\": [",
-                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? "true" : "false",
-                    unsigned(cs.num_paths), total_done, total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
-                    cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s);
-        for (size_t p = 0; p < paths.size(); ++p)
-            std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
-                        ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
-                        ", \"tail_probes\": %" PRIu64 ", \"rerouted\": %" PRIu64 ", \"ce_marks\": %" PRIu64
-                        ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"cwnd\": %.1f}",
-                        p ? ", " : "", p, paths[p].state == PathStateKind::active ? "active" : "failed",
-                        paths[p].tx_packets, paths[p].retransmits, paths[p].losses, paths[p].timeouts,
-                        paths[p].spurious_timeouts, paths[p].tail_probes, paths[p].rerouted, paths[p].ce_marks,
-                        paths[p].rx_packets,
-                        paths[p].rx_ce, double(paths[p].srtt) / 1e3, paths[p].cwnd);
-        std::printf("], \"engine\": ");
-        print_engine_json(stdout, e, ds, ts);
-        std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64
-                    ", \"cpu_s\": %.4f, \"engine\": {\"rx_packets\": %" PRIu64 ", \"rx_decode_errors\": %" PRIu64
-                    ", \"rx_truncated\": %" PRIu64 ", \"rx_bad_version\": %" PRIu64 ", \"rx_bad_type\": %" PRIu64
-                    ", \"rx_oversized\": %" PRIu64 ", \"rx_inconsistent\": %" PRIu64 ", \"rx_unknown_conn\": %" PRIu64
-                    ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
-                    ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 "}}}\n",
-                    r.verify_ok, r.mismatches, r.received, r.cpu_s, r.rx_packets, r.rx_decode_errors, r.rx_truncated,
-                    r.rx_bad_version, r.rx_bad_type, r.rx_oversized, r.rx_inconsistent, r.rx_unknown_conn,
-                    r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
-    } else {
-        std::printf("---------------------------------------------------------------------------\n");
-        std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  loss %g  ce %g\n",
-                    o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? " (one buffer)" : "",
-                    unsigned(cs.num_paths), o.loss, o.ce);
-        std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
-                    o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",
-                    "verify");
-        std::printf(" %-10" PRIu64 " %-12.3f %-12.0f %-10.2f %-10.2f %-10.2f %-8s\n", total_done, gbps, rate, p50,
-                    p99, p999, vs);
-        std::printf(" retransmits %" PRIu64 "  duplicates %" PRIu64 "  rnr_drops %" PRIu64
-                    "  injected drops (client rx) %" PRIu64 " (server rx) %" PRIu64 "\n",
-                    cs.retransmits, cs.duplicates, cs.rnr_drops, ds.injected_drops, r.injected_drops);
-        std::printf(" %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-8s %-8s %-9s\n", "path", "state", "tx_packets", "retx",
-                    "losses", "rto", "spurious", "tlp", "ce", "srtt us");
-        for (size_t p = 0; p < paths.size(); ++p)
-            std::printf(" %-5zu %-7s %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64
-                        " %-8" PRIu64 " %-9.1f\n", p,
-                        paths[p].state == PathStateKind::active ? "active" : "failed", paths[p].tx_packets,
-                        paths[p].retransmits, paths[p].losses, paths[p].timeouts, paths[p].spurious_timeouts,
-                        paths[p].tail_probes, paths[p].ce_marks,
-                        double(paths[p].srtt) / 1e3);
-        std::printf(" drops at server: decode %" PRIu64 "  unknown conn %" PRIu64 "  stale %" PRIu64 "\n",
-                    r.rx_decode_errors, r.rx_unknown_conn, r.rx_stale);
-        std::printf("---------------------------------------------------------------------------\n");
+        const double secs = double(t1 - t0) / 1e9;
+        const double gbps = double(total_done) * double(o.size) * 8 / secs / 1e9;
+        const double rate = double(total_done) / secs;
+        const double p50 = pct(lat, 0.5), p99 = pct(lat, 0.99), p999 = pct(lat, 0.999);
+        const ConnStats cs = conn.stats();
+        const bool verified = r.verify_ok && mismatches == 0;
+        const EngineStats e = dev->engine_stats();
+        const DeviceStats ds = dev->device_stats();
+        const TransportStats ts = dev->transport_stats();
+        std::vector<PathStats> paths(cs.num_paths);
+        for (uint16_t p = 0; p < cs.num_paths; ++p) paths[p] = conn.path_stats(p);
+        const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
+        if (o.json) {
+            std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
+                        "\"depth\": %u, \"one_buffer\": %s, \"paths\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
+                        ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_p50_us\": %.3f, "
+                        "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
+                        ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
+                        ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"path\": [",
+                        o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? "true" : "false",
+                        unsigned(cs.num_paths), total_done, total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
+                        cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s);
+            for (size_t p = 0; p < paths.size(); ++p)
+                std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
+                            ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
+                            ", \"tail_probes\": %" PRIu64 ", \"rerouted\": %" PRIu64 ", \"ce_marks\": %" PRIu64
+                            ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"cwnd\": %.1f}",
+                            p ? ", " : "", p, paths[p].state == PathStateKind::active ? "active" : "failed",
+                            paths[p].tx_packets, paths[p].retransmits, paths[p].losses, paths[p].timeouts,
+                            paths[p].spurious_timeouts, paths[p].tail_probes, paths[p].rerouted, paths[p].ce_marks,
+                            paths[p].rx_packets,
+                            paths[p].rx_ce, double(paths[p].srtt) / 1e3, paths[p].cwnd);
+            std::printf("], \"engine\": ");
+            print_engine_json(stdout, e, ds, ts);
+            std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64
+                        ", \"cpu_s\": %.4f, \"engine\": {\"rx_packets\": %" PRIu64 ", \"rx_decode_errors\": %" PRIu64
+                        ", \"rx_truncated\": %" PRIu64 ", \"rx_bad_version\": %" PRIu64 ", \"rx_bad_type\": %" PRIu64
+                        ", \"rx_oversized\": %" PRIu64 ", \"rx_inconsistent\": %" PRIu64 ", \"rx_unknown_conn\": %" PRIu64
+                        ", \"rx_bad_path\": %" PRIu64 ", \"rx_stale\": %" PRIu64 ", \"udp_rx_truncated\": %" PRIu64
+                        ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 "}}}\n",
+                        r.verify_ok, r.mismatches, r.received, r.cpu_s, r.rx_packets, r.rx_decode_errors, r.rx_truncated,
+                        r.rx_bad_version, r.rx_bad_type, r.rx_oversized, r.rx_inconsistent, r.rx_unknown_conn,
+                        r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
+        } else {
+            std::printf("---------------------------------------------------------------------------\n");
+            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  loss %g  ce %g\n",
+                        o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? " (one buffer)" : "",
+                        unsigned(cs.num_paths), o.loss, o.ce);
+            std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
+                        o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",
+                        "verify");
+            std::printf(" %-10" PRIu64 " %-12.3f %-12.0f %-10.2f %-10.2f %-10.2f %-8s\n", total_done, gbps, rate, p50,
+                        p99, p999, vs);
+            std::printf(" retransmits %" PRIu64 "  duplicates %" PRIu64 "  rnr_drops %" PRIu64
+                        "  injected drops (client rx) %" PRIu64 " (server rx) %" PRIu64 "\n",
+                        cs.retransmits, cs.duplicates, cs.rnr_drops, ds.injected_drops, r.injected_drops);
+            print_path_table(stdout, paths);
+            std::printf(" drops at server: decode %" PRIu64 "  unknown conn %" PRIu64 "  stale %" PRIu64 "\n",
+                        r.rx_decode_errors, r.rx_unknown_conn, r.rx_stale);
+            std::printf("---------------------------------------------------------------------------\n");
+        }
+        std::fflush(stdout);
+        conn.disconnect();
+        for (int i = 0; i < 1000; ++i) dev->progress();  // let the DISCONNECT leave
+        return o.verify && !verified ? 2 : 0;
+    } catch (const ConnectionError&) {
+        print_failure_state(*dev, conn);
+        throw;
+    } catch (const TimeoutError&) {
+        print_failure_state(*dev, conn);
+        throw;
     }
-    std::fflush(stdout);
-    conn.disconnect();
-    for (int i = 0; i < 1000; ++i) dev->progress();  // let the DISCONNECT leave
-    return o.verify && !verified ? 2 : 0;
 }
 
 }  // namespace
@@ -770,18 +806,18 @@ int run_client(const Opts& o) {
 int main(int argc, char** argv) {
     const Opts o = parse(argc, argv);
     try {
-        return o.server.empty() ? run_server(o) : run_client(o);
-    } catch (const ConfigError& e) {
-        std::fprintf(stderr, "mroce-perf: configuration error: %s\n", e.what());
-        return 1;
-    } catch (const ConnectionError& e) {
-        std::fprintf(stderr, "mroce-perf: connection error: %s\n", e.what());
-        return 3;
-    } catch (const TimeoutError& e) {
-        std::fprintf(stderr, "mroce-perf: connection error: %s\n", e.what());
-        return 3;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "mroce-perf: error: %s\n", e.what());
-        return 1;
+            return o.server.empty() ? run_server(o) : run_client(o);
+        } catch (const ConfigError& e) {
+            std::fprintf(stderr, "mroce-perf: configuration error: %s\n", e.what());
+            return 1;
+        } catch (const ConnectionError& e) {
+            std::fprintf(stderr, "mroce-perf: connection error: %s\n", e.what());
+            return 3;
+        } catch (const TimeoutError& e) {
+            std::fprintf(stderr, "mroce-perf: connection error: %s\n", e.what());
+            return 3;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "mroce-perf: error: %s\n", e.what());
+            return 1;
+        }
     }
-}

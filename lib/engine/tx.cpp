@@ -444,7 +444,10 @@ int Engine::Impl::pick_path(Conn& c) {
     p.st.tx_bytes += t.payload_len;
     ++c.st.tx_data_packets;
     c.st.tx_payload_bytes += t.payload_len;
-    next_timer = std::min(next_timer, now + backed_off_rto(p, cfg));
+    // Armed from the send, or a path's first flight after idle would meet its
+    // probe time (R-TIMER-8) only at the RTO, when no timer pass had run meanwhile.
+    const Time rto = backed_off_rto(p, cfg);
+    next_timer = std::min(next_timer, now + (p.have_rtt ? std::min(rto, 2 * p.srtt + cfg.ack_delay) : rto));
 }
 
 // New segments of one multi-packet SEND or WRITE, back to back: what is
@@ -512,6 +515,9 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
         if (t.csn != pr.csn || t.state != CsnState::inflight || t.path != pr.path ||
             p.state != PathStateKind::active)
             continue;  // acknowledged, declared lost or the path failed meanwhile
+        // R-SACK-2 holds for the probe too: with the span full its fresh PSN would
+        // share a ring slot with the oldest packet in flight. The RTO covers that tail.
+        if (p.snd_nxt - tx_floor(p) >= kPathRing) continue;
         const uint32_t room = p.sched_room;
         t.dflags = uint8_t(t.dflags | wire::kDataAckNow);  // answered at once, whatever the receiver's ack delay
         send_on_path(c, t, int(pr.path), o, now);
@@ -560,6 +566,10 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
         p.rto_psn = p.snd_una;
     }
     p.rto_end = p.snd_nxt;
+    // The held floor (R-TIMER-7) counts toward the span (R-SACK-2). After a
+    // timeout of a full span it would leave the path no PSN to send, so no
+    // packet and no ACK could ever end the hold: such a timeout is not tested.
+    if (p.snd_nxt - p.rto_psn >= kPathRing) p.rto_pending = false;
     // R-TIMER-2: everything in flight on the path is resent elsewhere.
     for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) declare_lost(c, p, psn);
     while (p.snd_una != p.snd_nxt) {

@@ -506,3 +506,95 @@ TEST_CASE("lost ACKs of a path's last flight cost one tail-loss probe, not a tim
     CHECK(ps.timeouts == 0);  // before R-TIMER-8: one RTO, 100 us of a stalled path
     p.link->finish_placements(true);
 }
+
+TEST_CASE("a tail-loss probe never takes a PSN beyond the path's SACK span (R-TIMER-8, R-SACK-2)",
+          "[engine][timer][tlp]") {
+    // Found on loopback UDP with one path at a 256-packet window: the probe of a
+    // full span reused the ring slot of the oldest packet in flight, whose CSN
+    // was then never resent, and the transfer stalled until the connection
+    // timed out. Then, with the probe held back: a timeout of a full span held
+    // path_floor (R-TIMER-7) where no PSN was left to send, a deadlock.
+    const bool pipeline = GENERATE(false, true);
+    const bool offload = GENERATE(false, true);
+    INFO("pipeline " << pipeline << ", cc offloaded " << offload);
+    EngineConfig cfg;
+    cfg.num_paths = 1;
+    cfg.rate_hints = false;
+    cfg.min_rto = 100'000;               // RTT here is ~5 us: the probe is due long before the RTO
+    cfg.offload_cc = offload;
+    cfg.cc.init_cwnd = cfg.cc.max_cwnd;  // the first flight fills the SACK span
+    Pair p(cfg, pipeline);
+    p.stream(4);
+    const size_t kLen = 64 * 65536;
+    WriteBuffers wb(p, kLen + 4096, 17);
+    Time from = 0, until = 0;
+    uint64_t acks_dropped = 0;
+    p.link->drop_if = [&](int side, const TxPacket& t) {
+        const bool drop = side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && p.link->now >= from &&
+                          p.link->now < until;
+        acks_dropped += drop;
+        return drop;
+    };
+    // One packet first, for an RTT sample (a probe needs one).
+    p.post_writes(4, wb.ms, wb.src.data() + kLen, wb.md, wb.dst.data() + kLen, 1, 4096);
+    REQUIRE(p.wait(*p.a, p.cqa, 1).size() == 1);
+    PathStats ps;
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    REQUIRE(ps.srtt > 0);
+    // Every ACK of the first full flight is lost, until after its probe would be due.
+    from = p.link->now;
+    until = from + 60'000;
+    p.post_writes(4, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    auto got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    INFO("A path 0: tx " << ps.tx_packets << ", timeouts " << ps.timeouts << ", probes " << ps.tail_probes
+                         << ", retransmits " << ps.retransmits << ", acks dropped " << acks_dropped << ", B stale "
+                         << p.b->stats().rx_stale);
+    REQUIRE(got.size() == 64);
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), kLen + 4096) == 0);
+    CHECK(acks_dropped > 0);
+    CHECK(ps.tail_probes == 0);  // no PSN left in the span: the RTO recovers the tail
+    CHECK(ps.timeouts >= 1);
+    CHECK(p.b->stats().rx_stale == 0);  // nothing beyond B's SACK window
+    p.link->finish_placements(true);
+}
+
+TEST_CASE("a path's first flight after idle gets its tail-loss probe before the RTO (R-TIMER-8)",
+          "[engine][timer][tlp]") {
+    // The probe time used to be armed only by a timer pass during the flight:
+    // after idle the first pass came at the RTO.
+    const bool pipeline = GENERATE(false, true);
+    INFO("pipeline " << pipeline);
+    EngineConfig cfg;
+    cfg.num_paths = 1;
+    cfg.rate_hints = false;
+    cfg.min_rto = 100'000;
+    Pair p(cfg, pipeline);
+    p.stream(4);
+    WriteBuffers wb(p, 2 * 65536, 19);
+    Time from = 0, until = 0;
+    uint64_t acks_dropped = 0;
+    p.link->drop_if = [&](int side, const TxPacket& t) {
+        const bool drop = side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && p.link->now >= from &&
+                          p.link->now < until;
+        acks_dropped += drop;
+        return drop;
+    };
+    p.post_writes(4, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 1, 65536);
+    REQUIRE(p.wait(*p.a, p.cqa, 1).size() == 1);
+    PathStats ps;
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    REQUIRE(ps.srtt > 0);
+    const uint64_t probes0 = ps.tail_probes;
+    from = p.link->now;
+    until = from + 2 * ps.srtt;  // the flight's ACKs, not the probe's
+    p.post_writes(4, wb.ms, wb.src.data() + 65536, wb.md, wb.dst.data() + 65536, 1, 65536);
+    REQUIRE(p.wait(*p.a, p.cqa, 1).size() == 1);
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), 2 * 65536) == 0);
+    CHECK(acks_dropped > 0);
+    CHECK(ps.tail_probes > probes0);
+    CHECK(ps.timeouts == 0);
+    p.link->finish_placements(true);
+}
