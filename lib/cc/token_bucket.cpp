@@ -18,11 +18,16 @@ double TokenBucket::tokens_at(Time now) const noexcept {
     return std::min(double(burst_), tokens_ + dt * bytes_per_ns(rate_kbps_));
 }
 
+void TokenBucket::resize() noexcept {
+    const Time span = std::max(kBurstTime, 2 * pass_);
+    burst_ = uint32_t(std::clamp(bytes_per_ns(rate_kbps_) * double(span), double(min_burst_), 4294967295.0));
+}
+
 void TokenBucket::set_rate_kbps(uint32_t kbps, Time now) noexcept {
     tokens_ = tokens_at(now);
     last_ = now;
     rate_kbps_ = kbps;
-    burst_ = uint32_t(std::clamp(bytes_per_ns(kbps) * double(kBurstTime), double(min_burst_), 4294967295.0));
+    resize();
 }
 
 bool TokenBucket::allow(Time now, uint32_t bytes) const noexcept {
@@ -35,6 +40,15 @@ bool TokenBucket::allow(Time now, uint32_t bytes) const noexcept {
 
 void TokenBucket::consume(Time now, uint32_t bytes) noexcept {
     if (rate_kbps_ == 0) return;
+    // A new pass (every packet of one tx pass carries the same time). The depth
+    // follows it before this pass's tokens are counted, so they are not capped
+    // at the previous, shallower depth.
+    if (now != last_send_ && last_send_ != 0 && now > last_send_ && now - last_send_ <= kMaxPassTime) {
+        const Time gap = now - last_send_;
+        pass_ = pass_ == 0 ? gap : Time(int64_t(pass_) + (int64_t(gap) - int64_t(pass_)) / 8);
+        resize();
+    }
+    last_send_ = now;
     tokens_ = tokens_at(now) - double(bytes);
     last_ = now;
     before_first_ = false;

@@ -77,3 +77,51 @@ TEST_CASE("the pacer's burst is 64 KiB or 20 us of the hint, whichever is more (
     }
     CHECK(sent >= 60);
 }
+
+// Passes of a loop that also does other work: every packet of a pass carries the
+// pass's time, and the pass sends while the bucket allows.
+static uint64_t run_passes(TokenBucket& tb, Time& t, Time pass, int n, uint32_t pkt = 4168) {
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; ++i) {
+        t += pass;
+        for (int k = 0; k < 100000 && tb.allow(t, pkt); ++k) {
+            tb.consume(t, pkt);
+            bytes += pkt;
+        }
+    }
+    return bytes;
+}
+
+TEST_CASE("the pacer's depth covers the sender's loop pass, so long passes still get the hint (R-HINT-5)",
+          "[cc][hint]") {
+    // Found on loopback UDP: a pass of the sender's loop took ~40 us, the bucket
+    // held 20 us of the hint, so each pass was capped at half of what it had earned
+    // and 4 paths sent 60 packets per pass (15 per socket, one GSO train).
+    TokenBucket tb;
+    Time t = 1'000'000;
+    tb.set_rate_kbps(100'000'000, t);  // 12.5 bytes/ns
+    tb.consume(t, 4168);
+    const Time pass = 60'000;
+    run_passes(tb, t, pass, 50);  // the smoothed pass converges
+    CHECK(tb.pass_ns() == Approx(double(pass)).epsilon(0.05));
+    CHECK(tb.burst_bytes() >= uint32_t(2 * pass * 12.5 * 0.95));
+    const uint64_t bytes = run_passes(tb, t, pass, 100);
+    const double rate = double(bytes) / double(100 * pass);  // bytes/ns
+    INFO("rate " << rate * 8 << " Gbit/s of 100, burst " << tb.burst_bytes() << " B");
+    CHECK(rate >= 12.5 * 0.98);  // before: 20 us of tokens per 60 us pass, 33 Gbit/s
+    CHECK(rate <= 12.5 * 1.02);  // and never above the hint
+
+    // Idle time is not a pass: after short passes a millisecond's pause banks
+    // no more than the depth those passes set.
+    TokenBucket tb2;
+    Time t2 = 1'000'000;
+    tb2.set_rate_kbps(100'000'000, t2);
+    tb2.consume(t2, 4168);
+    run_passes(tb2, t2, 5'000, 100);
+    const uint32_t depth = tb2.burst_bytes();
+    CHECK(depth == 250'000);  // 20 us of the hint: 2 x 5 us is less
+    const uint64_t after_idle = run_passes(tb2, t2, 1'000'000, 1);
+    CHECK(after_idle <= depth + 4168);
+    CHECK(tb2.burst_bytes() == depth);
+}
+
