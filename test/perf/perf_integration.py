@@ -17,6 +17,10 @@
 #   one-buffer       --one-buffer (every message of a stream on its first slot,
 #                    perftest-style) completes every message under 1% loss and
 #                    both ends report their CPU; with --verify it is refused
+#   one-path-full-window  one path whose window reaches the whole 256-packet SACK
+#                    span (receiver capacity 400 Gbit/s): every message completes
+#                    (a tail-loss probe or a timeout of a full span used to stall
+#                    the path until conn_timeout)
 # Exit status 0 = pass; every failure prints why.
 import json
 import os
@@ -152,6 +156,30 @@ def case_one_buffer():
         fail(f"--one-buffer --verify: exit {p.returncode}, stderr {p.stderr[-300:]!r}: expected a usage error")
     print(f"PASS one-buffer: {n} x 64 KiB, {cj['retransmits']} retransmits, cpu client {cj['cpu_s']:.3f} s "
           f"server {cj['server']['cpu_s']:.3f} s")
+
+
+def case_one_path_full_window():
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", "mroce.conf")
+    with open(src) as f:
+        text = f.read()
+    if "rx_capacity_mbps = 100000" not in text:
+        fail("config/mroce.conf: no 'rx_capacity_mbps = 100000' line to raise")
+    conf = f"/tmp/mroce-full-window-{os.getpid()}.conf"
+    with open(conf, "w") as f:
+        f.write(text.replace("rx_capacity_mbps = 100000", "rx_capacity_mbps = 400000"))
+    try:
+        # No --verify: checking the slots slows the server enough that the window
+        # rarely fills; the byte-exact runs are the verify cases.
+        n = 1500
+        common = ["--config", conf]
+        cj, sj = run_pair([*common, "-s", "1048576", "-n", str(n), "--paths", "1"], common, timeout=60)
+    finally:
+        os.unlink(conf)
+    if cj["messages"] != n:
+        fail(f"{cj['messages']} of {n} messages")
+    cw = max(p["cwnd"] for p in cj["path"])
+    print(f"PASS one-path-full-window: {n} x 1 MiB on 1 path, {cj['goodput_gbps']:.2f} Gbit/s, cwnd {cw:.0f}, "
+          f"timeouts {sum(p['timeouts'] for p in cj['path'])}, probes {sum(p['tail_probes'] for p in cj['path'])}")
 
 
 def case_bad_input():
@@ -340,5 +368,7 @@ elif CASE[0] == "bad-input":
     case_bad_input()
 elif CASE[0] == "one-buffer":
     case_one_buffer()
+elif CASE[0] == "one-path-full-window":
+    case_one_path_full_window()
 else:
     fail(f"unknown case {CASE}")
