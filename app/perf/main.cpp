@@ -150,7 +150,8 @@ void usage(FILE* f) {
         "Prints a progress line on stderr once per second, then goodput (payload Gbit/s), message\n"
         "rate, per-message completion latency percentiles (post to completion; --lat: round trip),\n"
         "and per path: packets, retransmits, losses, timeouts (and those proved spurious), tail-loss probes, ECN marks.\n"
-        "Exit status: 0 ok, 1 usage/config error, 2 verification failed, 3 connection error.\n",
+        "Exit status: 0 ok, 1 usage/config error, 2 verification failed, 3 connection error (stderr then\n"
+        "also shows the connection's and every path's state at the failure).\n",
         kMaxStreams);
 }
 

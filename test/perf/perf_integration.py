@@ -118,6 +118,10 @@ def case_killed_peer():
     dt = time.monotonic() - t0
     if rc != 3 or "connection error" not in err:
         fail(f"client exit {rc}, stderr {err[-500:]!r}: expected exit 3 with 'connection error'")
+    # The state at the failure comes with it: a dead peer (nothing received
+    # since) is told apart from a stalled transfer by the per-path table.
+    if "state at the failure" not in err or " path  state" not in err or '"rx_packets"' not in err:
+        fail(f"no per-path state on stderr with the connection error: {err[-800:]!r}")
     if dt > 5:
         fail(f"connection error reported after {dt:.1f}s (conn_timeout 0.5s)")
     print(f"PASS killed peer: client reported in {dt:.2f}s: {err.strip().splitlines()[-1]}")
@@ -135,6 +139,8 @@ def case_killed_client():
     dt = time.monotonic() - t0
     if rc != 3 or "connection error" not in err:
         fail(f"server exit {rc}, stderr {err[-500:]!r}: expected exit 3 with 'connection error'")
+    if "state at the failure" not in err or " path  state" not in err:
+        fail(f"no per-path state on stderr with the connection error: {err[-800:]!r}")
     if dt > 5:
         fail(f"server noticed after {dt:.1f}s")
     print(f"PASS killed client: server reported in {dt:.2f}s: {err.strip().splitlines()[-1]}")
