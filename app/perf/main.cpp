@@ -571,10 +571,7 @@ int run_server(const Opts& o) {
         }
         std::fflush(stdout);
         return h.verify && !ok ? 2 : 0;
-    } catch (const ConnectionError&) {
-        print_failure_state(*dev, conn);
-        throw;
-    } catch (const TimeoutError&) {
+    } catch (const Error&) {  // connection errors and timeouts, once the connection is up
         print_failure_state(*dev, conn);
         throw;
     }
@@ -793,10 +790,7 @@ int run_client(const Opts& o) {
         conn.disconnect();
         for (int i = 0; i < 1000; ++i) dev->progress();  // let the DISCONNECT leave
         return o.verify && !verified ? 2 : 0;
-    } catch (const ConnectionError&) {
-        print_failure_state(*dev, conn);
-        throw;
-    } catch (const TimeoutError&) {
+    } catch (const Error&) {  // connection errors and timeouts, once the connection is up
         print_failure_state(*dev, conn);
         throw;
     }
