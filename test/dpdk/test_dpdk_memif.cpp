@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -152,12 +153,17 @@ int run_side(bool server, const std::string& sock) {
                     server ? "server" : "client", sent, received, (unsigned long long)s.rx_linearized,
                     (unsigned long long)s.rx_dropped());
         if (s.rx_dropped()) return 3;
-        // Let the peer drain our last frames before the port (and its memif region) goes away.
-        const auto linger = Clock::now() + std::chrono::milliseconds(server ? 500 : 200);
+        // Let the peer drain our last frames before the port (and its memif region) goes
+        // away, then stop polling before either side closes: DPDK's memif unmaps a
+        // disconnected peer's regions from its interrupt thread, and an rx_burst running
+        // at that moment reads unmapped memory (seen under ASan, where the old 500 ms
+        // server linger overlapped the client's close).
+        const auto linger = Clock::now() + std::chrono::milliseconds(200);
         while (Clock::now() < linger) {
             dp.rx_burst(0, rx, 32);
             dp.rx_release(0);
         }
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
         // memif copies on TX and frees our mbufs at once; RX mbufs went back at rx_release.
         const PoolUsage u = dp.pool_usage();
         if (u.hdr || u.ext || u.rx) {
