@@ -94,6 +94,22 @@ struct WriteBuffers {
     }
 };
 
+// Every ACK B sends while the link's clock is in [from, until) is lost, counted in dropped.
+struct AckLoss {
+    Time from = 0, until = 0;
+    uint64_t dropped = 0;
+    explicit AckLoss(Pair& p) {
+        p.link->drop_if = [this, &p](int side, const TxPacket& t) {
+            const bool drop = side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && p.link->now >= from &&
+                              p.link->now < until;
+            dropped += drop;
+            return drop;
+        };
+    }
+    AckLoss(const AckLoss&) = delete;
+    AckLoss& operator=(const AckLoss&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("message k+1 is placed before message k arrives; its completion waits for k", "[engine][ooo]") {
@@ -477,14 +493,9 @@ TEST_CASE("lost ACKs of a path's last flight cost one tail-loss probe, not a tim
     // Every ACK B sends during [from, until) is lost. A's window then stays
     // full with nothing acknowledged and B, having all A sent, has nothing
     // more to acknowledge: only A's timers can restart the path.
-    Time from = 0, until = 0;
-    uint64_t acks_dropped = 0;
-    p.link->drop_if = [&](int side, const TxPacket& t) {
-        const bool drop = side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && p.link->now >= from &&
-                          p.link->now < until;
-        acks_dropped += drop;
-        return drop;
-    };
+    AckLoss loss(p);
+    Time &from = loss.from, &until = loss.until;
+    const uint64_t& acks_dropped = loss.dropped;
     p.post_writes(4, ms, src.data(), md, dst.data(), 64, 65536);
     PathStats ps;
     REQUIRE(p.link->run([&] {
@@ -527,14 +538,9 @@ TEST_CASE("a tail-loss probe never takes a PSN beyond the path's SACK span (R-TI
     p.stream(4);
     const size_t kLen = 64 * 65536;
     WriteBuffers wb(p, kLen + 4096, 17);
-    Time from = 0, until = 0;
-    uint64_t acks_dropped = 0;
-    p.link->drop_if = [&](int side, const TxPacket& t) {
-        const bool drop = side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && p.link->now >= from &&
-                          p.link->now < until;
-        acks_dropped += drop;
-        return drop;
-    };
+    AckLoss loss(p);
+    Time &from = loss.from, &until = loss.until;
+    const uint64_t& acks_dropped = loss.dropped;
     // One packet first, for an RTT sample (a probe needs one).
     p.post_writes(4, wb.ms, wb.src.data() + kLen, wb.md, wb.dst.data() + kLen, 1, 4096);
     REQUIRE(p.wait(*p.a, p.cqa, 1).size() == 1);
@@ -573,14 +579,9 @@ TEST_CASE("a path's first flight after idle gets its tail-loss probe before the 
     Pair p(cfg, pipeline);
     p.stream(4);
     WriteBuffers wb(p, 2 * 65536, 19);
-    Time from = 0, until = 0;
-    uint64_t acks_dropped = 0;
-    p.link->drop_if = [&](int side, const TxPacket& t) {
-        const bool drop = side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && p.link->now >= from &&
-                          p.link->now < until;
-        acks_dropped += drop;
-        return drop;
-    };
+    AckLoss loss(p);
+    Time &from = loss.from, &until = loss.until;
+    const uint64_t& acks_dropped = loss.dropped;
     p.post_writes(4, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 1, 65536);
     REQUIRE(p.wait(*p.a, p.cqa, 1).size() == 1);
     PathStats ps;
