@@ -15,7 +15,12 @@
 # Env: PORT=base port; LOG=file for the raw JSON lines; AFLAGS / BFLAGS=extra
 #      mroce-perf client flags for A / B (so A and B may be one build, e.g.
 #      BFLAGS=--one-buffer); FOOTPRINT=BYTES adds a raw ceiling whose sender
-#      reads through that much source data (udp-ceiling --footprint).
+#      reads through that much source data (udp-ceiling --footprint); PLACE=BYTES
+#      adds two raw ceilings whose receiver puts every payload into that much
+#      destination memory, by a copy from its ring as mroce's engine does
+#      (udp-ceiling --place) and straight from the socket (--place-direct);
+#      their senders read FOOTPRINT bytes of source (0: one batch's), so with
+#      both set they do the memory work mroce-perf's two ends do.
 set -euo pipefail
 
 A=${1:?usage: bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]}
@@ -27,6 +32,7 @@ LOG=${LOG:-$(mktemp /tmp/bench-udp-ab.XXXXXX.jsonl)}
 read -r -a AF <<<"${AFLAGS:-}"
 read -r -a BF <<<"${BFLAGS:-}"
 FOOTPRINT=${FOOTPRINT:-0}
+PLACE=${PLACE:-0}
 CEIL=$B/app/udp-ceiling/mroce-udp-ceiling
 for b in "$A/app/perf/mroce-perf" "$B/app/perf/mroce-perf" "$CEIL"; do
   [[ -x $b ]] || { echo "bench-udp-ab: $b missing" >&2; exit 1; }
@@ -52,6 +58,14 @@ for r in $(seq "$REPS"); do
         --port "$(port)" 2>&1 | sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1)
     echo "{\"rep\": $r, \"kind\": \"ceiling_fp\", \"gbps\": ${c:-0}}" >>"$LOG"
   fi
+  if ((PLACE > 0)); then
+    for kind in place direct; do
+      extra=(--place "$PLACE" --footprint "$FOOTPRINT"); [[ $kind == direct ]] && extra+=(--place-direct)
+      c=$("$CEIL" --no-pin --mode bw --variant gso+gro --size 4096 --seconds "$SECS" "${extra[@]}" \
+          --port "$(port)" 2>&1 | sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1)
+      echo "{\"rep\": $r, \"kind\": \"ceiling_$kind\", \"gbps\": ${c:-0}}" >>"$LOG"
+    done
+  fi
   if ((r % 2)); then order=(A B); else order=(B A); fi
   for s in 65536 1048576; do
     for k in "${order[@]}"; do
@@ -70,16 +84,18 @@ python3 - "$LOG" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 sizes = (65536, 1048576)
-fp = any(r["kind"] == "ceiling_fp" for r in rows)
+extra = [(k, t) for k, t in (("ceiling_fp", "raw, footprint"), ("ceiling_place", "raw, placing copy"),
+                              ("ceiling_direct", "raw, placing direct")) if any(r["kind"] == k for r in rows)]
 print("| rep | iperf3 | raw ceiling |%s A 64K | B 64K | A 1M | B 1M | timeouts/spurious A 64K, B 64K, A 1M, B 1M |"
-      % (" raw, footprint |" if fp else ""))
-print("|---:|---:|---:|%s---:|---:|---:|---:|---|" % ("---:|" if fp else ""))
-ratios, craw = {}, {}
+      % "".join(" %s |" % t for _, t in extra))
+print("|---:|---:|---:|%s---:|---:|---:|---:|---|" % ("---:|" * len(extra)))
+ratios, craw, cplace = {}, {}, {}
 for rep in sorted({r["rep"] for r in rows}):
     R = [r for r in rows if r["rep"] == rep]
     t = next(r["gbps"] for r in R if r["kind"] == "iperf3")
     c = next(r["gbps"] for r in R if r["kind"] == "ceiling")
-    cf = next((r["gbps"] for r in R if r["kind"] == "ceiling_fp"), None)
+    ce = [next((r["gbps"] for r in R if r["kind"] == k), 0.0) for k, _ in extra]
+    cp = next((r["gbps"] for r in R if r["kind"] == "ceiling_place"), None)
     runs = {(r["kind"], r["run"].get("size")): r["run"] for r in R if r["kind"] in "AB"}
     def gp(k, s):
         return runs.get((k, s), {}).get("goodput_gbps", 0.0)
@@ -90,8 +106,10 @@ for rep in sorted({r["rep"] for r in rows}):
         for s in sizes:
             ratios.setdefault((k, s), []).append(gp(k, s) / t if t else 0.0)
             craw.setdefault((k, s), []).append(gp(k, s) / c if c else 0.0)
+            if cp:
+                cplace.setdefault((k, s), []).append(gp(k, s) / cp)
     print("| %d | %.1f | %.1f |%s %.1f | %.1f | %.1f | %.1f | %s |" % (
-        rep, t, c, (" %.1f |" % cf) if fp else "", gp("A", 65536), gp("B", 65536), gp("A", 1048576), gp("B", 1048576),
+        rep, t, c, "".join(" %.1f |" % x for x in ce), gp("A", 65536), gp("B", 65536), gp("A", 1048576), gp("B", 1048576),
         ", ".join(to(k, s) for k, s in (("A", 65536), ("B", 65536), ("A", 1048576), ("B", 1048576)))))
 for s in sizes:
     print("# %s: median vs iperf3  A %.2f  B %.2f   (per rep A %s, B %s)" % (
@@ -100,6 +118,11 @@ for s in sizes:
     print("# %s: median vs raw ceiling  A %.2f  B %.2f   (per rep A %s, B %s)" % (
         "64 KiB" if s == 65536 else "1 MiB", statistics.median(craw[("A", s)]), statistics.median(craw[("B", s)]),
         " ".join("%.2f" % x for x in craw[("A", s)]), " ".join("%.2f" % x for x in craw[("B", s)])))
+    if cplace:
+        print("# %s: median vs raw placing ceiling (copy)  A %.2f  B %.2f   (per rep A %s, B %s)" % (
+            "64 KiB" if s == 65536 else "1 MiB", statistics.median(cplace[("A", s)]),
+            statistics.median(cplace[("B", s)]), " ".join("%.2f" % x for x in cplace[("A", s)]),
+            " ".join("%.2f" % x for x in cplace[("B", s)])))
 # CPU per packet (client: per packet sent, server: per packet received) is the figure that
 # survives other load: it counts the work, not the wall time another process took.
 def nspp(run, side):

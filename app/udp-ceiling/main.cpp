@@ -60,6 +60,9 @@ struct Opts {
     uint32_t gso_batch = 4;    // 64 KB GSO messages per sendmmsg
     uint32_t paths = 4;        // driver variants: packets spread over this many source ports
     size_t footprint = 0;      // senders cycle through this many bytes of source data (0: one batch's)
+    size_t place = 0;          // raw receivers put every payload into this many bytes of destination
+    bool place_direct = false; // ... straight from the socket (recvmmsg into it), not copied from a ring
+    bool place_peek = false;   // ... directly, one datagram per recvmsg after a MSG_PEEK of its header
     double seconds = 2.0;
     uint16_t port = 47100;
     bool pin = true;
@@ -141,16 +144,27 @@ Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
     std::vector<mmsghdr> msg(nb);
     std::vector<iovec> iov(nb);
     std::vector<std::array<uint8_t, 64>> ctrl(nb);
+    // --place: the payloads' final place, as a transport that places data has it (mroce's
+    // engine copies each packet from the ring there; --place-direct receives into it).
+    std::vector<uint8_t> dst(o.place ? o.place + nb * bsz : 0);
+    size_t doff = 0;
     if (ready_fd >= 0) [[maybe_unused]] auto w = write(ready_fd, "r", 1);
     Result r;
     Time first = 0, last = 0, idle_since = monotonic_ns();
     double cpu0 = 0;
     for (;;) {
+        if (o.place && doff >= o.place) doff = 0;
         for (size_t i = 0; i < nb; ++i) {
-            iov[i] = iovec{mem.data() + i * bsz, bsz};
+            uint8_t* b = o.place_direct ? dst.data() + doff + i * bsz : mem.data() + i * bsz;
+            iov[i] = iovec{b, bsz};
             msg[i].msg_hdr = msghdr{nullptr, 0, &iov[i], 1, ctrl[i].data(), ctrl[i].size(), 0};
         }
-        const int n = recvmmsg(fd, msg.data(), unsigned(nb), MSG_WAITFORONE, nullptr);
+        // --place-peek: what a receiver pays to learn a datagram's destination from its
+        // header before receiving it (a socket offers no other way): a peek per datagram.
+        uint8_t peek[72];
+        const int n = o.place_peek && recv(fd, peek, sizeof peek, MSG_PEEK) < 0
+                          ? -1
+                          : recvmmsg(fd, msg.data(), o.place_peek ? 1u : unsigned(nb), MSG_WAITFORONE, nullptr);
         const Time now = monotonic_ns();
         if (n <= 0) {
             if (first || now - idle_since > 10'000'000'000ull) break;
@@ -160,7 +174,7 @@ Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
             first = now;
             cpu0 = cpu_now();
         }
-        ++r.calls;
+        r.calls += o.place_peek ? 2 : 1;
         for (int i = 0; i < n; ++i) {
             const uint32_t len = msg[size_t(i)].msg_len;
             uint32_t seg = len;
@@ -174,7 +188,15 @@ Result rx_raw(const Opts& o, Variant v, uint32_t size, int ready_fd) {
             r.bytes += len;
             r.pkts += seg ? (len + seg - 1) / seg : 1;
             if (seg < len) ++r.aux;
+            if (o.place && !o.place_direct && seg) {
+                const uint8_t* src = mem.data() + size_t(i) * bsz;
+                for (uint32_t off = 0; off < len; off += seg, doff += seg) {  // one copy per packet, as placed
+                    if (doff + seg > o.place) doff = 0;
+                    std::memcpy(dst.data() + doff, src + off, std::min(seg, len - off));
+                }
+            }
         }
+        if (o.place_direct) doff += size_t(n) * bsz;
         last = now;
         if (double(now - first) * 1e-9 >= o.seconds) break;
     }
@@ -539,12 +561,17 @@ void usage() {
         "usage: mroce-udp-ceiling [--mode bw|lat|all]\n"
         "         [--variant mmsg|gso|gso+gro|driver|driver+gso|driver+gso+gro|all]\n"
         "         [--size BYTES[,BYTES...]] [--batch N] [--gso-batch N] [--paths N] [--footprint BYTES]\n"
-        "         [--seconds S]\n"
+        "         [--place BYTES [--place-direct|--place-peek]] [--seconds S]\n"
         "         [--port P] [--no-pin] [--repeat N] [--server|--client] [--iters N] [--spin] [--spin-us N]\n"
         "Bulk: a receiver and a sender process on 127.0.0.1:P (forked unless --server/--client);\n"
         "rx Gbit/s counts UDP payload bytes received (driver variants: 72-byte header + size).\n"
         "--footprint: senders read through this many bytes of source data, batch after batch\n"
         "(default one batch's, which stays cache-resident; mroce-perf's default is ~4 MiB).\n"
+        "--place: raw receivers copy every packet's payload from their receive buffers into a\n"
+        "destination of this many bytes, as a transport placing data does (--place-direct:\n"
+        "they receive straight into it, the one-copy receive a zero-copy placement would give;\n"
+        "--place-peek: straight into it, each datagram after a MSG_PEEK of its first 72 bytes,\n"
+        "which is how a socket receiver would learn where a packet goes before receiving it).\n"
         "Latency: ping-pong of an 8-byte datagram on port P+40, blocking recv (or --spin);\n"
         "--variant driver: through UdpPort, spinning --spin-us after activity, then epoll.\n");
 }
@@ -584,6 +611,9 @@ int main(int argc, char** argv) {
             else if (a == "--gso-batch") o.gso_batch = uint32_t(std::stoul(val()));
             else if (a == "--paths") o.paths = uint32_t(std::stoul(val()));
             else if (a == "--footprint") o.footprint = size_t(std::stoull(val()));
+            else if (a == "--place") o.place = size_t(std::stoull(val()));
+            else if (a == "--place-direct") o.place_direct = true;
+            else if (a == "--place-peek") o.place_direct = o.place_peek = true;
             else if (a == "--seconds") o.seconds = std::stod(val());
             else if (a == "--port") o.port = uint16_t(std::stoul(val()));
             else if (a == "--iters") o.lat_iters = uint32_t(std::stoul(val()));
@@ -605,12 +635,17 @@ int main(int argc, char** argv) {
         if (s == 0 || s > 65507) die(fmt::format("--size {} is outside 1..65507", s));
     if (o.batch == 0 || o.batch > 1024 || o.gso_batch == 0 || o.gso_batch > 1024) die("--batch 1..1024");
     if (o.footprint > (size_t(1) << 30)) die("--footprint at most 1 GiB");
+    if (o.place > (size_t(1) << 30)) die("--place at most 1 GiB");
+    if (o.place_direct && o.place == 0) die("--place-direct and --place-peek need --place BYTES");
     try {
         if (o.mode == "bw" || o.mode == "all") {
             fmt::print("# bulk loopback, {:.1f} s per run, batch {}, gso batch {} x 64 KB, driver paths {}, pin {}, "
-                       "source footprint {}\n",
+                       "source footprint {}, raw receivers place into {}\n",
                        o.seconds, o.batch, o.gso_batch, o.paths, o.pin ? "cpu0/cpu1" : "off",
-                       o.footprint ? fmt::format("{} B", o.footprint) : std::string("one batch"));
+                       o.footprint ? fmt::format("{} B", o.footprint) : std::string("one batch"),
+                       o.place ? fmt::format("{} B{}", o.place,
+                                             o.place_peek ? " directly after a peek" : o.place_direct ? " directly" : " by copy")
+                               : std::string("nothing"));
             std::vector<double> best(o.sizes.size() * o.variants.size(), 0.0), best_pps(best.size(), 0.0);
             for (uint32_t rep = 0; rep < o.repeat; ++rep)
                 for (size_t si = 0; si < o.sizes.size(); ++si)
