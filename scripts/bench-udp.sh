@@ -4,7 +4,9 @@
 #
 # Issue 5's loopback comparison, all in one run on one machine, back to back:
 #   kernel TCP (iperf3, one stream), the raw UDP socket ceiling (udp-ceiling,
-#   GSO+GRO, and the same through UdpPort), mroce-perf WRITE at 64 KiB and
+#   GSO+GRO, and the same through UdpPort; also a raw pair doing mroce-perf's
+#   memory work: its sender reading 4 MiB of source, its receiver copying every
+#   payload into 4 MiB of destination), mroce-perf WRITE at 64 KiB and
 #   1 MiB, then latency: raw UDP ping-pong, UdpPort ping-pong, mroce-perf --lat.
 # Prints one table with the ratios the targets are stated in.
 #
@@ -92,6 +94,8 @@ tcp=$(repeat_best iperf)
 raw=$(repeat_best ceiling gso+gro)
 # UdpPort fed as the device's poll loop feeds it: bursts of 128 (its kTxBurst).
 drv=$(repeat_best ceiling driver+gso+gro --batch 128)
+# The memory work of mroce-perf's default slots (~4 MiB each end, performance 5.6).
+eqw=$(repeat_best ceiling gso+gro --footprint 4194304 --place 4194304)
 m64=$(repeat_best perf_bw 65536)
 m1m=$(repeat_best perf_bw 1048576)
 read -r pp50 pp99 <<<"$(pingpong raw)"
@@ -104,11 +108,13 @@ printf '|%s|%s|\n' "$(printf -- '-%.0s' {1..54})" "-------------:"
 printf '| %-52s | %7s Gbit/s |\n' "iperf3, one TCP stream" "$tcp"
 printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: raw sockets, GSO+GRO, 4 KiB" "$raw"
 printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: through UdpPort, GSO+GRO, 4 KiB" "$drv"
+printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: raw, 4 MiB source, placing into 4 MiB" "$eqw"
 printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 64 KiB" "$m64"
 printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 1 MiB" "$m1m"
 printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs iperf3 (target >= 1)" "$(ratio "$m64" "$tcp")" "$(ratio "$m1m" "$tcp")"
 printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs raw ceiling (target >= 0.8)" "$(ratio "$m64" "$raw")" "$(ratio "$m1m" "$raw")"
 printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs UdpPort ceiling" "$(ratio "$m64" "$drv")" "$(ratio "$m1m" "$drv")"
+printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs the equal-work raw ceiling" "$(ratio "$m64" "$eqw")" "$(ratio "$m1m" "$eqw")"
 printf '| %-52s | %5s / %5s |\n' "UDP ping-pong raw busy-poll, 8 B, p50 / p99 us" "$pp50" "$pp99"
 printf '| %-52s | %5s / %5s |\n' "UDP ping-pong through UdpPort, 8 B, p50 / p99 us" "$dp50" "$dp99"
 printf '| %-52s | %5s / %5s |\n' "mroce-perf --lat 8 B WRITE round trip, p50 / p99 us" "$ml50" "$ml99"
