@@ -94,6 +94,17 @@ struct WriteBuffers {
     }
 };
 
+// One path, no rate hints (the window alone governs), and an RTO far from the
+// ~5 us RTT of this link (100 us: min_rto), so a test sees what comes before it.
+static EngineConfig one_path_slow_rto(bool offload_cc) {
+    EngineConfig cfg;
+    cfg.num_paths = 1;
+    cfg.rate_hints = false;
+    cfg.min_rto = 100'000;
+    cfg.offload_cc = offload_cc;
+    return cfg;
+}
+
 // Every ACK B sends while the link's clock is in [from, until) is lost, counted in dropped.
 struct AckLoss {
     Time from = 0, until = 0;
@@ -410,12 +421,8 @@ TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransm
     const bool pipeline = GENERATE(false, true);  // both arrangements (doc/architecture.md 4)
     const bool offload = GENERATE(false, true);   // the CC core inline or on its own thread (R-CC-8)
     INFO((lose ? "data lost" : "acks delayed") << ", pipeline " << pipeline << ", cc offloaded " << offload);
-    EngineConfig cfg;
-    cfg.num_paths = 1;
-    cfg.rate_hints = false;    // no hint cap: the window alone is measured
-    cfg.min_rto = 100'000;     // RTT here is ~5 us: rto = min_rto
+    EngineConfig cfg = one_path_slow_rto(offload);  // rto = min_rto
     cfg.fail_after_timeouts = 10;
-    cfg.offload_cc = offload;
     Pair p(cfg, pipeline);
     p.stream(4);
     const size_t kLen = 64 * 65536;
@@ -479,11 +486,7 @@ TEST_CASE("lost ACKs of a path's last flight cost one tail-loss probe, not a tim
     const bool pipeline = GENERATE(false, true);
     const bool offload = GENERATE(false, true);
     INFO("pipeline " << pipeline << ", cc offloaded " << offload);
-    EngineConfig cfg;
-    cfg.num_paths = 1;
-    cfg.rate_hints = false;
-    cfg.min_rto = 100'000;  // RTT here is ~5 us: the RTO is 20 RTTs away
-    cfg.offload_cc = offload;
+    EngineConfig cfg = one_path_slow_rto(offload);  // the RTO is 20 RTTs away
     Pair p(cfg, pipeline);
     p.stream(4);
     const size_t kLen = 64 * 65536;
@@ -528,11 +531,7 @@ TEST_CASE("a tail-loss probe never takes a PSN beyond the path's SACK span (R-TI
     const bool pipeline = GENERATE(false, true);
     const bool offload = GENERATE(false, true);
     INFO("pipeline " << pipeline << ", cc offloaded " << offload);
-    EngineConfig cfg;
-    cfg.num_paths = 1;
-    cfg.rate_hints = false;
-    cfg.min_rto = 100'000;               // RTT here is ~5 us: the probe is due long before the RTO
-    cfg.offload_cc = offload;
+    EngineConfig cfg = one_path_slow_rto(offload);  // the probe is due long before the RTO
     cfg.cc.init_cwnd = cfg.cc.max_cwnd;  // the first flight fills the SACK span
     Pair p(cfg, pipeline);
     p.stream(4);
@@ -572,10 +571,7 @@ TEST_CASE("a path's first flight after idle gets its tail-loss probe before the 
     // after idle the first pass came at the RTO.
     const bool pipeline = GENERATE(false, true);
     INFO("pipeline " << pipeline);
-    EngineConfig cfg;
-    cfg.num_paths = 1;
-    cfg.rate_hints = false;
-    cfg.min_rto = 100'000;
+    const EngineConfig cfg = one_path_slow_rto(false);
     Pair p(cfg, pipeline);
     p.stream(4);
     WriteBuffers wb(p, 2 * 65536, 19);
