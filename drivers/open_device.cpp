@@ -55,8 +55,11 @@ public:
         t.rx_syscalls = s.rx_syscalls;
         return t;
     }
+    uint32_t link_mtu() const noexcept override { return port_.link_mtu(); }
     std::string describe() const override {
-        return "udp " + port_.config().local_ip + ":" + std::to_string(port_.config().listen_port);
+        std::string d = "udp " + port_.config().local_ip + ":" + std::to_string(port_.config().listen_port);
+        if (port_.link_mtu()) d += " via " + port_.link_name() + " (MTU " + std::to_string(port_.link_mtu()) + ")";
+        return d;
     }
 
 private:
@@ -96,7 +99,9 @@ std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
     }
     if (cfg.driver == "dpdk") {
 #ifdef MROCE_HAVE_DPDK
-        return std::make_unique<Device>(cfg, make_dpdk_transport(cfg));
+        DeviceConfig c = cfg;
+        if (c.engine.max_payload == kMaxPayloadAuto) c.engine.max_payload = kDpdkAutoMaxPayload;
+        return std::make_unique<Device>(c, make_dpdk_transport(c));
 #else
         throw Error("device '" + cfg.name + "': driver dpdk: this build has no DPDK (meson option dpdk)");
 #endif

@@ -445,7 +445,7 @@ int run_server(const Opts& o) {
     dev->set_accept_streams({StreamSpec{kCtrl, pd, ccq, ccq}});
     if (!o.json)
         std::fprintf(stderr, "mroce-perf server: listening on %s (%u paths, max_payload %u)\n",
-                     dev->transport().describe().c_str(), dc.engine.num_paths, dc.engine.max_payload);
+                     dev->transport().describe().c_str(), dc.engine.num_paths, dev->config().engine.max_payload);
     Connection conn = dev->accept(Time(o.accept_timeout_s) * 1'000'000'000);
     try {
         Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
@@ -739,13 +739,14 @@ int run_client(const Opts& o) {
         const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
         if (o.json) {
             std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
-                        "\"depth\": %u, \"one_buffer\": %s, \"paths\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
+                        "\"depth\": %u, \"one_buffer\": %s, \"paths\": %u, \"max_payload\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
                         ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_p50_us\": %.3f, "
                         "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
                         ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
                         ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"path\": [",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? "true" : "false",
-                        unsigned(cs.num_paths), total_done, total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
+                        unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), total_done,
+                        total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
                         cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s);
             for (size_t p = 0; p < paths.size(); ++p)
                 std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
@@ -770,9 +771,9 @@ int run_client(const Opts& o) {
                         r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
         } else {
             std::printf("---------------------------------------------------------------------------\n");
-            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  loss %g  ce %g\n",
+            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  max_payload %u  loss %g  ce %g\n",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? " (one buffer)" : "",
-                        unsigned(cs.num_paths), o.loss, o.ce);
+                        unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), o.loss, o.ce);
             std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
                         o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",
                         "verify");

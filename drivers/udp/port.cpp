@@ -4,6 +4,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <sys/eventfd.h>
@@ -45,6 +48,28 @@ std::string errno_str(int e) { return std::error_code(e, std::generic_category()
 
 bool is_wouldblock(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK; }
 
+// MTU of the interface that owns addr; for INADDR_ANY the smallest of the up
+// IPv4 interfaces (the packets may leave by any of them). 0 if none is found.
+uint32_t interface_mtu(int fd, in_addr addr, std::string& name) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) < 0) return 0;
+    uint32_t best = 0;
+    for (const ifaddrs* i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+        const in_addr a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr;
+        if (addr.s_addr != htonl(INADDR_ANY) && a.s_addr != addr.s_addr) continue;
+        ifreq rq{};
+        std::strncpy(rq.ifr_name, i->ifa_name, IFNAMSIZ - 1);
+        if (ioctl(fd, SIOCGIFMTU, &rq) < 0 || rq.ifr_mtu <= 0) continue;
+        if (best == 0 || uint32_t(rq.ifr_mtu) < best) {
+            best = uint32_t(rq.ifr_mtu);
+            name = i->ifa_name;
+        }
+    }
+    freeifaddrs(list);
+    return best;
+}
+
 }  // namespace
 
 UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
@@ -77,6 +102,7 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
         close(ep_);
         throw std::system_error(e, std::generic_category(), "mroce udp: " + err);
     }
+    link_mtu_ = interface_mtu(socks_[0].fd, local_addr_, link_name_);
     if (cfg_.gso) {
         // Setting gso_size 0 is a no-op that only kernels with UDP GSO (4.18+) accept.
         int zero = 0;
@@ -147,6 +173,11 @@ int UdpPort::open_socket(uint16_t port, uint16_t local_path, std::string* err) {
     if (setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) < 0) return fail("setsockopt(IP_TOS)");
     int one = 1;
     if (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) < 0) return fail("setsockopt(IP_RECVTOS)");
+    // DF on every datagram and no local fragmentation (R-SEG-4): a datagram
+    // above the interface's MTU fails with EMSGSIZE instead of leaving in
+    // fragments that ECMP cannot hash and one loss of which loses the segment.
+    int pmtu = IP_PMTUDISC_PROBE;
+    if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) < 0) return fail("setsockopt(IP_MTU_DISCOVER)");
     if (gro_ && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) < 0) {
         if (socks_.empty()) gro_ = false;  // decided on the listen socket, before buffers are sized
         else return fail("setsockopt(UDP_GRO)");

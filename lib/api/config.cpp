@@ -59,7 +59,11 @@ bool parse_bool(const Where& w, const std::string& v) {
 bool engine_key(const Where& w, const std::string& k, const std::string& v, EngineConfig& e) {
     constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
     if (k == "paths") e.num_paths = uint16_t(parse_uint(w, v, 1, 256));
-    else if (k == "max_payload") e.max_payload = uint16_t(parse_uint(w, v, 64, 9000));
+    else if (k == "max_payload") {
+        if (v == "auto") e.max_payload = kMaxPayloadAuto;
+        else if (v.empty() || v[0] < '0' || v[0] > '9') w.bad("expected auto or an integer in 64..9000", v);
+        else e.max_payload = uint16_t(parse_uint(w, v, 64, 9000));
+    }
     else if (k == "rx_capacity_mbps") e.rx_capacity_mbps = uint32_t(parse_uint(w, v, 1, kU32));
     else if (k == "stream_depth") e.stream_depth = uint32_t(parse_uint(w, v, 1, 65536));
     else if (k == "recv_depth") e.recv_depth = uint32_t(parse_uint(w, v, 1, 1u << 20));
@@ -200,10 +204,11 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
         if (p.rx_data_room && p.rx_data_room <= 128)
             bad("rx_data_room", "must exceed the 128 B mbuf headroom (0: derived from max_payload)");
         // IPv4 + UDP + the largest mroce header + one segment must fit a sent frame.
-        const uint32_t l3 = 28 + 72 + d.engine.max_payload;
+        const uint32_t mp = d.engine.max_payload == kMaxPayloadAuto ? kDpdkAutoMaxPayload : d.engine.max_payload;
+        const uint32_t l3 = 28 + 72 + mp;
         if (p.tx_max_l3 && p.tx_max_l3 < l3)
-            bad("tx_max_l3", std::to_string(p.tx_max_l3) + " B cannot carry max_payload " +
-                                 std::to_string(d.engine.max_payload) + " (needs " + std::to_string(l3) + ")");
+            bad("tx_max_l3", std::to_string(p.tx_max_l3) + " B cannot carry max_payload " + std::to_string(mp) +
+                                 " (needs " + std::to_string(l3) + ")");
     }
 }
 

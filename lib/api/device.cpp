@@ -30,10 +30,38 @@ uint64_t threshold(double p) {
     return uint64_t(std::ldexp(p, 64));
 }
 
+// max_payload = auto from the link, and an explicit one checked against it
+// (R-SEG-4: a segment and its headers must fit the MTU; a fragmenting link
+// turns one lost fragment into a lost segment and hides the UDP ports from ECMP).
+DeviceConfig with_segment_size(const DeviceConfig& cfg, const Transport* t) {
+    DeviceConfig c = cfg;
+    const uint32_t mtu = t ? t->link_mtu() : 0;
+    if (c.engine.max_payload == kMaxPayloadAuto) {
+        c.engine.max_payload = max_payload_for_mtu(mtu);
+        if (c.engine.max_payload == 0)
+            throw ConfigError("device '" + c.name + "': key 'max_payload': auto: the link's MTU of " +
+                              std::to_string(mtu) + " B cannot carry 28 B IPv4/UDP + 72 B header + 64 B");
+    } else if (mtu && 28u + 72u + c.engine.max_payload > mtu) {
+        throw ConfigError("device '" + c.name + "': key 'max_payload': " + std::to_string(c.engine.max_payload) +
+                          " needs " + std::to_string(28 + 72 + c.engine.max_payload) +
+                          " B IPv4 datagrams, above the link's MTU of " + std::to_string(mtu) + " B (" +
+                          t->describe() + ")" +
+                          (mtu >= 164 ? "; use max_payload <= " + std::to_string(mtu - 100) + " or auto" : ""));
+    }
+    return c;
+}
+
 }  // namespace
 
+uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
+    if (mtu == 0) return 4096;
+    for (uint32_t p = 8192; p >= 64; p /= 2)
+        if (28 + 72 + p <= mtu) return uint16_t(p);
+    return 0;
+}
+
 Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
-    : cfg_(cfg), tr_(std::move(t)), eng_(cfg.engine),
+    : cfg_(with_segment_size(cfg, t.get())), tr_(std::move(t)), eng_(cfg_.engine),
       rx_(new RxPacket[kRxBurst]), tx_(new TxPacket[kTxBurst]), retry_(new TxPacket[kTxBurst]),
       unsent_(new uint32_t[kTxBurst]) {
     if (!tr_) throw Error("mroce: device '" + cfg.name + "': no transport");

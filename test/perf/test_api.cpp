@@ -39,7 +39,59 @@ bool until(Device& dev, Pred&& p, Time limit = 3'000'000'000) {
     return true;
 }
 
+// A link that only reports its MTU: what Device makes of max_payload.
+class MtuOnlyTransport final : public Transport {
+public:
+    explicit MtuOnlyTransport(uint32_t mtu) : mtu_(mtu) {}
+    Time now() noexcept override { return 0; }
+    size_t recv_burst(RxPacket*, size_t) override { return 0; }
+    size_t send_burst(const TxPacket*, size_t n, uint32_t*) override { return n; }
+    bool idle(bool, Time, Time) override { return false; }
+    void wake() override {}
+    uint32_t resolve_peer(const std::string&, uint16_t) override { return 1; }
+    std::string peer_name(uint32_t) const override { return "peer"; }
+    TransportStats stats() const override { return {}; }
+    std::string describe() const override { return "test link"; }
+    uint32_t link_mtu() const noexcept override { return mtu_; }
+
+private:
+    uint32_t mtu_;
+};
+
+std::string open_error(uint32_t mtu, uint16_t max_payload) {
+    DeviceConfig d;
+    d.engine.max_payload = max_payload;
+    try {
+        Device dev(d, std::make_unique<MtuOnlyTransport>(mtu));
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+uint16_t chosen(uint32_t mtu, uint16_t max_payload) {
+    DeviceConfig d;
+    d.engine.max_payload = max_payload;
+    Device dev(d, std::make_unique<MtuOnlyTransport>(mtu));
+    return dev.config().engine.max_payload;
+}
+
 }  // namespace
+
+TEST_CASE("api: a device fits its segments to the link's MTU (R-SEG-4)", "[api]") {
+    CHECK(chosen(65536, kMaxPayloadAuto) == 8192);
+    CHECK(chosen(1500, kMaxPayloadAuto) == 1024);
+    CHECK(chosen(0, kMaxPayloadAuto) == 4096);      // a transport that cannot tell
+    CHECK(chosen(1500, 1400) == 1400);              // explicit, fits exactly
+    CHECK(chosen(0, 9000) == 9000);
+    CHECK(open_error(1500, 1400) == "(accepted)");
+    CHECK_THAT(open_error(1500, 1401),
+               Catch::Contains("key 'max_payload': 1401 needs 1501 B IPv4 datagrams, above the link's MTU of 1500 B "
+                               "(test link); use max_payload <= 1400 or auto"));
+    CHECK_THAT(open_error(1500, 4096), Catch::Contains("above the link's MTU of 1500 B"));
+    CHECK_THAT(open_error(120, kMaxPayloadAuto), Catch::Contains("key 'max_payload': auto: the link's MTU of 120 B"));
+    CHECK_THAT(open_error(120, 64), Catch::Contains("above the link's MTU of 120 B (test link)"));
+}
 
 TEST_CASE("api: connect/accept, write, send, read, atomics, stats, peer loss", "[api]") {
     const uint16_t base = uint16_t(32000 + (uint32_t(::getpid()) * 37u) % 20000u);
@@ -115,7 +167,8 @@ TEST_CASE("api: connect/accept, write, send, read, atomics, stats, peer loss", "
     CHECK(got[0].status == WcStatus::rem_access_err);
 
     const ConnStats cs = c.stats();
-    CHECK(cs.tx_data_packets > 60);
+    CHECK(cli->config().engine.max_payload == 8192);   // max_payload = auto on loopback (MTU 65536)
+    CHECK(cs.tx_data_packets > len / 8192);
     uint64_t tx = 0;
     for (uint16_t p = 0; p < cs.num_paths; ++p) tx += c.path_stats(p).tx_packets;
     CHECK(tx >= cs.tx_data_packets);

@@ -136,6 +136,8 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         {"[engine]\ncsn_window = 1000\n", "key 'csn_window': must be a power of two"},
         {"[engine]\npaths = 0\n", "key 'paths': out of range 1..256"},
         {"[engine]\nmax_payload = 9001\n", "key 'max_payload': out of range 64..9000"},
+        {"[engine]\nmax_payload = big\n", "key 'max_payload': expected auto or an integer in 64..9000"},
+        {"[engine]\nmax_payload = -1\n", "key 'max_payload': expected auto or an integer in 64..9000"},
         {"[engine]\nrate_hints = maybe\n", "key 'rate_hints': expected true or false"},
         {"[device d]\nspin_yield = 2\n", "key 'spin_yield': expected true or false"},
         {"[engine]\nport = 1\n", "key 'port': unknown in [engine]"},
@@ -169,6 +171,8 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         {"[device d]\ndriver = dpdk\neal_memory_mb = 1\n", "key 'eal_memory_mb': out of range"},
         {"[device d]\ndriver = dpdk\nrx_data_room = 100\n", "key 'rx_data_room': must exceed the 128 B"},
         {"[device d]\ndriver = dpdk\ntx_max_l3 = 1500\n", "key 'tx_max_l3': 1500 B cannot carry max_payload 4096"},
+        {"[device d]\ndriver = dpdk\nmax_payload = 8192\ntx_max_l3 = 4196\n",
+         "key 'tx_max_l3': 4196 B cannot carry max_payload 8192 (needs 8292)"},
     };
     for (const auto& c : cases) {
         INFO(c.text);
@@ -182,4 +186,24 @@ TEST_CASE("api: open_device errors are exceptions naming the cause", "[api]") {
     d.address = "203.0.113.7";  // not a local address: bind fails
     d.port = 31999;
     CHECK_THROWS_WITH(open_device(d), Catch::Contains("203.0.113.7"));
+}
+
+TEST_CASE("config: max_payload = auto is the default and sizes segments from the MTU (R-SEG-4)", "[config]") {
+    CHECK(DeviceConfig{}.engine.max_payload == kMaxPayloadAuto);
+    CHECK(parse_config("", "t").device().engine.max_payload == kMaxPayloadAuto);
+    CHECK(parse_config("[engine]\nmax_payload = 4096\n[device d]\nmax_payload = auto\n", "t").device().engine.max_payload ==
+          kMaxPayloadAuto);
+    CHECK(parse_config("[device d]\nmax_payload = 2000\n", "t").device().engine.max_payload == 2000);
+    // The largest power of two up to 8192 whose datagram (+ 28 B IPv4/UDP + 72 B header) fits.
+    CHECK(max_payload_for_mtu(65536) == 8192);   // loopback
+    CHECK(max_payload_for_mtu(9000) == 8192);    // jumbo frames
+    CHECK(max_payload_for_mtu(8292) == 8192);
+    CHECK(max_payload_for_mtu(8291) == 4096);
+    CHECK(max_payload_for_mtu(4196) == 4096);
+    CHECK(max_payload_for_mtu(1500) == 1024);    // plain Ethernet
+    CHECK(max_payload_for_mtu(1280) == 1024);
+    CHECK(max_payload_for_mtu(576) == 256);
+    CHECK(max_payload_for_mtu(164) == 64);
+    CHECK(max_payload_for_mtu(163) == 0);
+    CHECK(max_payload_for_mtu(0) == 4096);       // unknown link
 }

@@ -65,10 +65,25 @@ public:
 
 enum class ProgressMode : uint8_t { manual, automatic };
 
+// DeviceConfig::engine.max_payload == kMaxPayloadAuto: the device picks the
+// segment size from its link (max_payload_for_mtu); config key "max_payload = auto".
+inline constexpr uint16_t kMaxPayloadAuto = 0;
+// What auto means on a dpdk device: its mbufs and frames are sized before the
+// port is up, and net_memif reports 1500 whatever it carries.
+inline constexpr uint16_t kDpdkAutoMaxPayload = 4096;
+
+// The segment size of max_payload = auto for a link carrying IPv4 datagrams of
+// up to mtu bytes (R-SEG-4): the largest power of two, at most 8192 (the
+// largest the wire's 9000 admits), with IPv4 + UDP (28) + the largest mroce
+// header (72) + it <= mtu. Loopback (65536) and jumbo frames (9000) get 8192,
+// 1500-byte Ethernet 1024. mtu 0 (unknown): 4096. 0 if not even 64 fits.
+uint16_t max_payload_for_mtu(uint32_t mtu) noexcept;
+
 inline EngineConfig socket_engine_defaults() {
     EngineConfig e;
     e.min_rto = 1'000'000;
     e.initial_rto = 2'000'000;
+    e.max_payload = kMaxPayloadAuto;
     return e;
 }
 
@@ -107,6 +122,9 @@ struct DeviceConfig {
     // RTO floor is 1 ms, not the engine's 100 us: a descheduled peer process
     // (two processes on two cores) otherwise fires spurious timeouts that each
     // resend a path's window and collapse it (doc/performance.md section 3).
+    // max_payload defaults to kMaxPayloadAuto: udp devices size segments from
+    // their interface's MTU, dpdk devices use 4096 (Device::config() holds the
+    // value chosen).
     EngineConfig engine = socket_engine_defaults();
 
     // TEST ONLY fault injection, applied to received packets before rx_burst:
@@ -156,6 +174,10 @@ public:
     virtual std::string peer_name(uint32_t peer) const = 0;
     virtual TransportStats stats() const = 0;
     virtual std::string describe() const = 0;
+    // Largest IPv4 datagram the link sends unfragmented (the interface's MTU);
+    // 0 if unknown. Device resolves max_payload = auto from it and refuses an
+    // explicit max_payload that does not fit (R-SEG-4).
+    virtual uint32_t link_mtu() const noexcept { return 0; }
 };
 
 // --------------------------------------------------------------------------

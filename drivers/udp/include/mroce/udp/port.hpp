@@ -89,6 +89,11 @@ public:
     void reset_stats() noexcept { st_ = {}; }
     bool gso_enabled() const noexcept { return gso_; }
     bool gro_enabled() const noexcept { return gro_; }
+    // MTU of the interface local_ip is on (INADDR_ANY: the smallest up IPv4
+    // interface's), read at construction; 0 if unknown. Every socket sets DF
+    // and never fragments (IP_PMTUDISC_PROBE), so larger datagrams are refused.
+    uint32_t link_mtu() const noexcept { return link_mtu_; }
+    const std::string& link_name() const noexcept { return link_name_; }
     // Why the last path socket could not be opened (lazy binds fail silently on the fast path).
     const std::string& last_error() const noexcept { return last_error_; }
 
@@ -162,6 +167,8 @@ private:
     bool gso_ = false;
     bool gro_ = false;
     in_addr local_addr_{};
+    uint32_t link_mtu_ = 0;
+    std::string link_name_;
     int ep_ = -1;
     int wake_fd_ = -1;
     std::string last_error_;
