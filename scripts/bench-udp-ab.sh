@@ -14,7 +14,7 @@
 # usage: scripts/bench-udp-ab.sh <build-A> <build-B> [reps] [seconds]   (defaults: 3, 3)
 # Env: PORT=base port; LOG=file for the raw JSON lines; AFLAGS / BFLAGS=extra
 #      mroce-perf client flags for A / B (so A and B may be one build, e.g.
-#      BFLAGS=--one-buffer); FOOTPRINT=BYTES adds a raw ceiling whose sender
+#      BFLAGS=--slots); FOOTPRINT=BYTES adds a raw ceiling whose sender
 #      reads through that much source data (udp-ceiling --footprint); PLACE=BYTES
 #      adds two raw ceilings whose receiver puts every payload into that much
 #      destination memory, by a copy from its ring as mroce's engine does

@@ -8,7 +8,10 @@
 #   through UdpPort; also a raw pair doing mroce-perf's memory work: its sender
 #   reading 4 MiB of source, its receiver copying every payload into 4 MiB of
 #   destination), mroce-perf WRITE at 64 KiB and 1 MiB, then latency: raw UDP
-#   ping-pong, UdpPort ping-pong, mroce-perf --lat.
+#   ping-pong, UdpPort ping-pong, mroce-perf --lat. mroce-perf runs in its
+#   default buffer model (one buffer per stream, as perftest's ib_write_bw) and
+#   with --slots (a slot per outstanding message: ~4 MiB each end, the memory
+#   work the equal-work ceiling does).
 # Prints one table with the ratios the targets are stated in; "vs raw ceiling"
 # divides by the faster of the two raw ceilings, so a segment size cannot
 # flatter the ratio.
@@ -60,13 +63,14 @@ ceiling() {  # ceiling <variant> <size> [args]: rx Gbit/s at datagrams of that p
     sed -n 's/.* rx *\([0-9.]*\) Gbit\/s.*/\1/p' | head -1
 }
 
-perf_bw() {  # perf_bw <size>: goodput Gbit/s; the client's JSON goes to $LOG
+perf_bw() {  # perf_bw <size> [client flags]: goodput Gbit/s; the client's JSON goes to $LOG
+  local sz=$1; shift
   local p; p=$(port)
   on "$CPU_S" "$PERF" -p "$p" --json >/dev/null 2>&1 &
   local srv=$!
   sleep 0.3
   local out
-  out=$(on "$CPU_C" "$PERF" 127.0.0.1 -p "$p" -s "$1" -D "$SECS" --json 2>/dev/null) || true
+  out=$(on "$CPU_C" "$PERF" 127.0.0.1 -p "$p" -s "$sz" -D "$SECS" --json "$@" 2>/dev/null) || true
   wait "$srv" || true
   echo "$out" >>"$LOG"
   echo "$out" | json_field goodput_gbps
@@ -101,10 +105,12 @@ rawseg=$(repeat_best ceiling gso+gro "$SEG")
 raw=$(printf '%s\n%s\n' "$raw4" "$rawseg" | best)
 # UdpPort fed as the device's poll loop feeds it: bursts of 128 (its kTxBurst).
 drv=$(repeat_best ceiling driver+gso+gro "$SEG" --batch 128)
-# The memory work of mroce-perf's default slots (~4 MiB each end, performance 5.6).
+# The memory work of mroce-perf --slots (~4 MiB each end, performance 5.6).
 eqw=$(repeat_best ceiling gso+gro "$SEG" --footprint 4194304 --place 4194304)
 m64=$(repeat_best perf_bw 65536)
 m1m=$(repeat_best perf_bw 1048576)
+s64=$(repeat_best perf_bw 65536 --slots)
+s1m=$(repeat_best perf_bw 1048576 --slots)
 read -r pp50 pp99 <<<"$(pingpong raw)"
 read -r dp50 dp99 <<<"$(pingpong driver)"
 read -r ml50 ml99 <<<"$(perf_lat)"
@@ -117,12 +123,16 @@ printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: raw sockets, GSO+GRO, 4 KiB" "$r
 printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: raw sockets, GSO+GRO, $SEG B" "$rawseg"
 printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: through UdpPort, GSO+GRO, $SEG B" "$drv"
 printf '| %-52s | %7s Gbit/s |\n' "UDP ceiling: raw, $SEG B, 4 MiB source, placing" "$eqw"
-printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 64 KiB" "$m64"
-printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 1 MiB" "$m1m"
+printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 64 KiB (one buffer, the default)" "$m64"
+printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 1 MiB (one buffer, the default)" "$m1m"
+printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 64 KiB --slots" "$s64"
+printf '| %-52s | %7s Gbit/s |\n' "mroce-perf WRITE 1 MiB --slots" "$s1m"
 printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs iperf3 (target >= 1)" "$(ratio "$m64" "$tcp")" "$(ratio "$m1m" "$tcp")"
 printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs faster raw ceiling (target >= 0.8)" "$(ratio "$m64" "$raw")" "$(ratio "$m1m" "$raw")"
 printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs UdpPort ceiling" "$(ratio "$m64" "$drv")" "$(ratio "$m1m" "$drv")"
-printf '| %-52s | %5s / %5s |\n' "64 KiB / 1 MiB vs the equal-work raw ceiling" "$(ratio "$m64" "$eqw")" "$(ratio "$m1m" "$eqw")"
+printf '| %-52s | %5s / %5s |\n' "--slots 64 KiB / 1 MiB vs iperf3" "$(ratio "$s64" "$tcp")" "$(ratio "$s1m" "$tcp")"
+printf '| %-52s | %5s / %5s |\n' "--slots 64 KiB / 1 MiB vs faster raw ceiling" "$(ratio "$s64" "$raw")" "$(ratio "$s1m" "$raw")"
+printf '| %-52s | %5s / %5s |\n' "--slots 64 KiB / 1 MiB vs the equal-work raw ceiling" "$(ratio "$s64" "$eqw")" "$(ratio "$s1m" "$eqw")"
 printf '| %-52s | %5s / %5s |\n' "UDP ping-pong raw busy-poll, 8 B, p50 / p99 us" "$pp50" "$pp99"
 printf '| %-52s | %5s / %5s |\n' "UDP ping-pong through UdpPort, 8 B, p50 / p99 us" "$dp50" "$dp99"
 printf '| %-52s | %5s / %5s |\n' "mroce-perf --lat 8 B WRITE round trip, p50 / p99 us" "$ml50" "$ml99"

@@ -90,7 +90,11 @@ struct Opts {
     bool json = false;
     bool verify = false;
     bool lat = false;
-    bool one_buffer = false;  // every message of a stream uses its first slot on both ends
+    // Every message of a stream uses its first slot on both ends, as perftest's
+    // ib_*_bw do for messages above 2 KiB; --slots (or --verify) gives each
+    // outstanding message its own.
+    bool one_buffer = true;
+    bool one_buffer_given = false, slots_given = false;
     std::string config;
     std::string device;
     double loss = 0, ce = 0;
@@ -127,10 +131,14 @@ void usage(FILE* f) {
         "                        to the server too)\n"
         "      --streams N       data streams (QPs) on the connection, 1..%u (default 1)\n"
         "      --lat             latency mode: 8-byte RDMA WRITE ping-pong, reports round-trip time\n"
-        "      --verify          byte-exact check of the transferred data (costs CPU: memset/memcmp)\n"
-        "      --one-buffer      every message of a stream uses the stream's first slot, local and\n"
-        "                        remote (as perftest's ib_write_bw: the data stays cache-resident,\n"
-        "                        like the raw UDP pair's buffers); default: depth distinct slots\n"
+        "      --verify          byte-exact check of the transferred data (costs CPU: memset/memcmp;\n"
+        "                        implies --slots)\n"
+        "      --slots           every outstanding message of a stream has its own slot, local and\n"
+        "                        remote (depth x size bytes per stream and end; implied by --verify)\n"
+        "      --one-buffer      the default: every message of a stream uses the stream's first slot,\n"
+        "                        local and remote, as perftest's ib_write_bw/ib_send_bw/ib_read_bw do\n"
+        "                        for messages above 2 KiB (so the figures compare with theirs; the\n"
+        "                        data stays cache-resident, like the raw UDP pair's buffers)\n"
         "      --json            one JSON object on stdout instead of the table\n"
         "      --config FILE     configuration file (default $MROCE_CONFIG, else built-in defaults)\n"
         "      --device NAME     device section of the configuration (default: the first)\n"
@@ -179,7 +187,7 @@ double prob(const char* opt, const char* v) {
 Opts parse(int argc, char** argv) {
     Opts o;
     enum { O_OP = 1000, O_PATHS, O_STREAMS, O_JSON, O_CONFIG, O_LOSS, O_CE, O_VERIFY, O_LAT, O_SEED, O_CT, O_LP,
-           O_DEV, O_AT, O_SPIN, O_ONEBUF };
+           O_DEV, O_AT, O_SPIN, O_ONEBUF, O_SLOTS };
     static const option lo[] = {
         {"port", required_argument, nullptr, 'p'},     {"size", required_argument, nullptr, 's'},
         {"iters", required_argument, nullptr, 'n'},    {"duration", required_argument, nullptr, 'D'},
@@ -191,7 +199,7 @@ Opts parse(int argc, char** argv) {
         {"seed", required_argument, nullptr, O_SEED},  {"conn-timeout", required_argument, nullptr, O_CT},
         {"local-port", required_argument, nullptr, O_LP}, {"device", required_argument, nullptr, O_DEV},
         {"accept-timeout", required_argument, nullptr, O_AT}, {"spin-us", required_argument, nullptr, O_SPIN},
-        {"one-buffer", no_argument, nullptr, O_ONEBUF},
+        {"one-buffer", no_argument, nullptr, O_ONEBUF}, {"slots", no_argument, nullptr, O_SLOTS},
         {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0}};
     bool size_given = false;
     int c;
@@ -221,7 +229,8 @@ Opts parse(int argc, char** argv) {
         case O_LOSS: o.loss = prob("--inject-loss", optarg); break;
         case O_CE: o.ce = prob("--inject-ce", optarg); break;
         case O_VERIFY: o.verify = true; break;
-        case O_ONEBUF: o.one_buffer = true; break;
+        case O_ONEBUF: o.one_buffer_given = true; break;
+        case O_SLOTS: o.slots_given = true; break;
         case O_LAT: o.lat = true; break;
         case O_SEED: o.seed = num("--seed", optarg, 1, UINT64_MAX); break;
         case O_CT: o.conn_timeout_ms = uint32_t(num("--conn-timeout", optarg, 1, 3'600'000)); break;
@@ -238,7 +247,10 @@ Opts parse(int argc, char** argv) {
     if (o.lat && o.size != 8) die_usage("--lat measures 8-byte writes; drop -s");
     if (o.iters && o.seconds > 0) die_usage("give -n or -D, not both");
     // Distinct slots are what lets both ends check every message's pattern.
-    if (o.one_buffer && o.verify) die_usage("--one-buffer and --verify exclude each other");
+    if (o.one_buffer_given && o.verify) die_usage("--one-buffer and --verify exclude each other");
+    if (o.one_buffer_given && o.slots_given) die_usage("--one-buffer and --slots exclude each other");
+    if (o.slots_given && o.lat) die_usage("--lat uses one 8-byte buffer; drop --slots");
+    o.one_buffer = !o.slots_given && !o.verify && !o.lat;
     if (!o.iters && o.seconds <= 0) o.iters = o.lat ? 10000 : 5000;
     return o;
 }
@@ -676,7 +688,8 @@ int run_client(const Opts& o) {
                         while (posted[s] - done[s] < depth && (o.seconds > 0 || total_posted < o.iters)) {
                             const uint32_t k = uint32_t(posted[s] % depth);
                             const uint64_t id = (uint64_t(s) << 32) | k;
-                            // --one-buffer: the cache footprint of one message per stream, not depth of them.
+                            // One buffer (the default): the cache footprint of one message per stream, as
+                            // perftest's; --slots: depth of them.
                             const uint32_t slot = o.one_buffer ? 0 : k;
                             const uint64_t laddr = mr.iova((size_t(s) * depth + slot) * size);
                             const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + slot) * size;
@@ -772,7 +785,7 @@ int run_client(const Opts& o) {
         } else {
             std::printf("---------------------------------------------------------------------------\n");
             std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  max_payload %u  loss %g  ce %g\n",
-                        o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? " (one buffer)" : "",
+                        o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.lat ? "" : o.one_buffer ? " (one buffer)" : " (slots)",
                         unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), o.loss, o.ce);
             std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
                         o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",

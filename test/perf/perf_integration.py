@@ -14,9 +14,10 @@
 #   bad-input        garbage, truncated datagrams and packets for unknown
 #                    connection ids at the server's ports during a transfer:
 #                    counted as drops, and the transfer still verifies
-#   one-buffer       --one-buffer (every message of a stream on its first slot,
-#                    perftest-style) completes every message under 1% loss and
-#                    both ends report their CPU; with --verify it is refused
+#   one-buffer       the default buffer model (every message of a stream on its
+#                    first slot, as perftest) completes every message under 1%
+#                    loss and both ends report their CPU; --slots and --verify
+#                    give distinct slots; conflicting flags are refused
 #   one-path-full-window  one path whose window reaches the whole 256-packet SACK
 #                    span (receiver capacity 400 Gbit/s): every message completes
 #                    (a tail-loss probe or a timeout of a full span used to stall
@@ -148,20 +149,27 @@ def case_killed_client():
 
 def case_one_buffer():
     n = 400
-    cj, sj = run_pair(["-s", "65536", "-n", str(n), "--one-buffer", "--inject-loss", "0.01", "--seed", "5"],
+    # The default is perftest's buffer model: one buffer per stream, both ends.
+    cj, sj = run_pair(["-s", "65536", "-n", str(n), "--inject-loss", "0.01", "--seed", "5"],
                       ["--inject-loss", "0.01", "--seed", "6"])
     if cj["messages"] != n or cj.get("one_buffer") is not True:
-        fail(f"{cj['messages']} of {n} messages, one_buffer {cj.get('one_buffer')!r}")
+        fail(f"default: {cj['messages']} of {n} messages, one_buffer {cj.get('one_buffer')!r}: expected true")
     if cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"] == 0 or cj["retransmits"] == 0:
         fail("loss injection dropped nothing / nothing was retransmitted")
     if not (cj["cpu_s"] > 0 and cj["server"]["cpu_s"] > 0):
         fail(f"cpu_s client {cj['cpu_s']} server {cj['server']['cpu_s']}: expected both > 0")
-    p = subprocess.run([PERF, "127.0.0.1", "-p", str(PORT), "--one-buffer", "--verify"],
-                       capture_output=True, text=True, timeout=10)
-    if p.returncode != 1 or "--one-buffer and --verify" not in p.stderr:
-        fail(f"--one-buffer --verify: exit {p.returncode}, stderr {p.stderr[-300:]!r}: expected a usage error")
-    print(f"PASS one-buffer: {n} x 64 KiB, {cj['retransmits']} retransmits, cpu client {cj['cpu_s']:.3f} s "
-          f"server {cj['server']['cpu_s']:.3f} s")
+    for flags, want in ((["--one-buffer"], True), (["--slots"], False), (["--verify"], False)):
+        cj, _ = run_pair(["-s", "65536", "-n", "64"] + flags, [])
+        if cj["messages"] != 64 or cj.get("one_buffer") is not want:
+            fail(f"{flags}: {cj['messages']} of 64 messages, one_buffer {cj.get('one_buffer')!r}: expected {want}")
+    for flags, msg in ((["--one-buffer", "--verify"], "--one-buffer and --verify"),
+                       (["--one-buffer", "--slots"], "--one-buffer and --slots"),
+                       (["--lat", "--slots"], "drop --slots")):
+        p = subprocess.run([PERF, "127.0.0.1", "-p", str(PORT)] + flags, capture_output=True, text=True, timeout=10)
+        if p.returncode != 1 or msg not in p.stderr:
+            fail(f"{' '.join(flags)}: exit {p.returncode}, stderr {p.stderr[-300:]!r}: expected a usage error")
+    print(f"PASS one-buffer: {n} x 64 KiB by default under 1% loss, --one-buffer/--slots/--verify choose as "
+          f"documented, conflicting flags refused")
 
 
 def case_one_path_full_window():
