@@ -379,14 +379,15 @@ void print_engine_json(FILE* f, const EngineStats& e, const DeviceStats& d, cons
 }
 
 void print_path_table(FILE* f, const std::vector<PathStats>& paths) {
-    std::fprintf(f, " %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-8s %-8s %-9s %-7s\n", "path", "state", "tx_packets", "retx",
-                 "losses", "rto", "spurious", "tlp", "ce", "srtt us", "cwnd");
+    std::fprintf(f, " %-5s %-7s %-12s %-8s %-8s %-8s %-8s %-8s %-8s %-9s %-9s %-7s\n", "path", "state", "tx_packets",
+                 "retx", "losses", "rto", "spurious", "tlp", "ce", "srtt us", "min us", "cwnd");
     for (size_t p = 0; p < paths.size(); ++p)
         std::fprintf(f, " %-5zu %-7s %-12" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64
-                     " %-8" PRIu64 " %-9.1f %-7.1f\n", p,
+                     " %-8" PRIu64 " %-9.1f %-9.1f %-7.1f\n", p,
                      paths[p].state == PathStateKind::active ? "active" : "failed", paths[p].tx_packets,
                      paths[p].retransmits, paths[p].losses, paths[p].timeouts, paths[p].spurious_timeouts,
-                     paths[p].tail_probes, paths[p].ce_marks, double(paths[p].srtt) / 1e3, paths[p].cwnd);
+                     paths[p].tail_probes, paths[p].ce_marks, double(paths[p].srtt) / 1e3,
+                     double(paths[p].min_rtt) / 1e3, paths[p].cwnd);
 }
 
 // What a user needs to tell a dead peer from a stalled transfer: printed to stderr when the
@@ -765,12 +766,12 @@ int run_client(const Opts& o) {
                 std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
                             ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
                             ", \"tail_probes\": %" PRIu64 ", \"rerouted\": %" PRIu64 ", \"ce_marks\": %" PRIu64
-                            ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"cwnd\": %.1f}",
+                            ", \"rx_packets\": %" PRIu64 ", \"rx_ce\": %" PRIu64 ", \"srtt_us\": %.2f, \"min_rtt_us\": %.2f, \"cwnd\": %.1f}",
                             p ? ", " : "", p, paths[p].state == PathStateKind::active ? "active" : "failed",
                             paths[p].tx_packets, paths[p].retransmits, paths[p].losses, paths[p].timeouts,
                             paths[p].spurious_timeouts, paths[p].tail_probes, paths[p].rerouted, paths[p].ce_marks,
                             paths[p].rx_packets,
-                            paths[p].rx_ce, double(paths[p].srtt) / 1e3, paths[p].cwnd);
+                            paths[p].rx_ce, double(paths[p].srtt) / 1e3, double(paths[p].min_rtt) / 1e3, paths[p].cwnd);
             std::printf("], \"engine\": ");
             print_engine_json(stdout, e, ds, ts);
             std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64

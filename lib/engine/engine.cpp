@@ -545,6 +545,7 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     // record with the new gen.
     p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
     p.cc_timeouts_fed = 0;
+    p.st.min_rtt = 0;  // the core forgets it with the old incarnation (R-HINT-7)
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;

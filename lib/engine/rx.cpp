@@ -920,6 +920,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
             const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
             rtt_sample(p, r);
             f.rtt = uint32_t(r);
+            if (r && (!p.st.min_rtt || r < p.st.min_rtt)) p.st.min_rtt = r;  // as the CC core's (R-HINT-7)
         }
     }
     const uint32_t marked = a.ce_count;

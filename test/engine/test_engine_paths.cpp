@@ -176,7 +176,7 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
     WriteBuffers wb(p, kLen, 13);
     std::vector<uint8_t>&src = wb.src, &dst = wb.dst;
     const MrInfo &ms = wb.ms, &md = wb.md;
-    bool down = true;  // path 2 is dead both ways: every packet on it is lost
+    bool down = false;  // path 2 dead both ways: every packet on it is lost
     p.link->drop_if = [&](int, const TxPacket& t) { return down && t.path == 2; };
     auto post_all = [&](uint64_t base_id) {
         for (int k = 0; k < 64; ++k) {
@@ -191,9 +191,17 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
             REQUIRE(p.a->post_send(p.ca, 3, w) == Status::ok);
         }
     };
-    // Keep traffic flowing until the dead path is retired (R-PATH-9).
     std::vector<Completion> got;
     PathStats ps2, ps0;
+    // One round with every path up: path 2 learns its minimum RTT (R-HINT-7).
+    post_all(900000);
+    got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    REQUIRE(p.a->path_stats(p.ca, 2, ps2) == Status::ok);
+    CHECK(ps2.min_rtt >= 2 * p.link->base_delay);  // no sample is below the wire's round trip
+    CHECK(ps2.min_rtt <= ps2.srtt + ps2.rttvar);
+    // Keep traffic flowing until the dead path is retired (R-PATH-9).
+    down = true;
     for (int round = 0; round < 50; ++round) {
         std::fill(dst.begin(), dst.end(), 0);
         post_all(uint64_t(round) * 100);
@@ -213,11 +221,12 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
     // Recovery: the path answers its probe and carries data again.
     down = false;
     std::fill(dst.begin(), dst.end(), 0);
+    PathStats revived;
     REQUIRE(p.link->run([&] {
-        PathStats s;
-        p.a->path_stats(p.ca, 2, s);
-        return s.state == PathStateKind::active;
+        p.a->path_stats(p.ca, 2, revived);
+        return revived.state == PathStateKind::active;
     }, 50'000'000));
+    CHECK(revived.min_rtt == 0);  // a revived path may have a new route: its minimum is relearnt
     post_all(100000);
     got = p.wait(*p.a, p.cqa, 64);
     REQUIRE(got.size() == 64);
@@ -225,6 +234,7 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
     CHECK(std::memcmp(src.data(), dst.data(), kLen) == 0);
     REQUIRE(p.a->path_stats(p.ca, 2, ps2) == Status::ok);
     CHECK(ps2.tx_packets > tx2_before + 20);
+    CHECK(ps2.min_rtt >= 2 * p.link->base_delay);
 }
 
 TEST_CASE("protection violations are NAKed and write nothing", "[engine][protection]") {
@@ -448,6 +458,8 @@ TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransm
     }, 100'000'000));
     const double w0 = ps.cwnd;
     REQUIRE(w0 >= 8);
+    const Time min0 = ps.min_rtt;
+    CHECK(min0 >= 2 * p.link->base_delay);
     // One timeout (100 us after the last ACK) and not a second (200 us after
     // that): everything comes back 250 us after the hold starts.
     hold = true;
@@ -460,6 +472,9 @@ TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransm
     p.link->run([] { return false; }, release + 20'000 - p.link->now);
     REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
     CHECK(ps.timeouts == 1);
+    // The late ACKs' 250 us reaches the RTO (R-TIMER-7), not the cap's minimum (R-HINT-7).
+    CHECK(ps.min_rtt > 0);
+    CHECK(ps.min_rtt <= min0);
     if (lose) {
         CHECK(ps.spurious_timeouts == 0);  // the held path_floor keeps cum_psn at the hole
         CHECK(ps.cwnd < w0);

@@ -114,6 +114,7 @@ struct PathStats {
     Time srtt = 0;
     Time rttvar = 0;
     Time rto = 0;
+    Time min_rtt = 0;           // least RTT sample the window cap sees (R-HINT-7); 0: none yet
     uint64_t tx_packets = 0;
     uint64_t tx_bytes = 0;
     uint64_t retransmits = 0;   // packets of this path declared lost and resent (on any path)
