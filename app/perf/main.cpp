@@ -39,7 +39,8 @@ constexpr uint32_t kCtrl = 0;            // control stream id
 constexpr uint32_t kMaxStreams = 64;
 constexpr uint32_t kCtrlBuf = 1024;
 
-enum class Op : uint32_t { write = 1, send = 2, read = 3 };
+enum class Op : uint32_t { write = 1, send = 2, read = 3, fadd = 4, cas = 5 };
+constexpr bool is_atomic(Op o) { return o == Op::fadd || o == Op::cas; }
 
 struct Hello {
     uint32_t magic = kMagic;
@@ -104,7 +105,16 @@ struct Opts {
     int64_t spin_us = -1;  // -1: the config's (--lat: at least 1000)
 };
 
-const char* op_name(Op o) { return o == Op::write ? "write" : o == Op::send ? "send" : "read"; }
+const char* op_name(Op o) {
+    switch (o) {
+    case Op::write: return "write";
+    case Op::send: return "send";
+    case Op::read: return "read";
+    case Op::fadd: return "fadd";
+    case Op::cas: return "cas";
+    }
+    return "?";
+}
 
 // CPU per packet survives a shared machine far better than Gbit/s does (other processes
 // take wall time, not work per packet), so both ends report the CPU of the test.
@@ -122,10 +132,14 @@ void usage(FILE* f) {
         "      --local-port P    client's own well-known port (default: server port + 200);\n"
         "                        path source ports are the next path_port_span ports after it\n"
         "                        (driver udp only: dpdk devices have their own addresses and share -p)\n"
-        "  -s, --size BYTES      message size (default 65536; --lat: 8)\n"
+        "  -s, --size BYTES      message size (default 65536; --lat, fadd, cas: 8)\n"
         "  -n, --iters N         messages in total over all streams (default 5000 unless -D)\n"
         "  -D, --duration S      run S seconds instead of a message count\n"
-        "      --op write|send|read   operation (default write)\n"
+        "      --op write|send|read|fadd|cas   operation (default write); fadd and cas are 8-byte\n"
+        "                        atomics (as ib_atomic_bw's FETCH_AND_ADD / CMP_AND_SWAP) on one\n"
+        "                        word per stream at the server, always checked: message j of a\n"
+        "                        stream must fetch j (fadd adds 1; cas swaps j for j+1) and the\n"
+        "                        word must end at the stream's message count (executed exactly once)\n"
         "  -t, --depth N         outstanding messages per stream, 1..256 (default: 4 MiB worth,\n"
         "                        at least 2, at most 128)\n"
         "      --paths N         paths this side sends on (read data flows server->client: give it\n"
@@ -220,7 +234,9 @@ Opts parse(int argc, char** argv) {
             if (!std::strcmp(optarg, "write")) o.op = Op::write;
             else if (!std::strcmp(optarg, "send")) o.op = Op::send;
             else if (!std::strcmp(optarg, "read")) o.op = Op::read;
-            else die_usage(std::string("--op: expected write, send or read, got '") + optarg + "'");
+            else if (!std::strcmp(optarg, "fadd")) o.op = Op::fadd;
+            else if (!std::strcmp(optarg, "cas")) o.op = Op::cas;
+            else die_usage(std::string("--op: expected write, send, read, fadd or cas, got '") + optarg + "'");
             break;
         case O_PATHS: o.paths = uint32_t(num("--paths", optarg, 1, 256)); break;
         case O_STREAMS: o.streams = uint32_t(num("--streams", optarg, 1, kMaxStreams)); break;
@@ -246,6 +262,13 @@ Opts parse(int argc, char** argv) {
     if (optind < argc) die_usage(std::string("unexpected argument '") + argv[optind] + "'");
     if (o.lat && !size_given) o.size = 8;
     if (o.lat && o.size != 8) die_usage("--lat measures 8-byte writes; drop -s");
+    if (is_atomic(o.op)) {
+        if (o.lat) die_usage("--lat measures 8-byte writes; drop --op " + std::string(op_name(o.op)));
+        if (size_given && o.size != 8) die_usage("--op " + std::string(op_name(o.op)) + ": atomics are 8 bytes; drop -s");
+        if (o.one_buffer_given) die_usage("--op " + std::string(op_name(o.op)) + ": every result needs its own slot; drop --one-buffer");
+        o.size = 8;
+        o.verify = true;  // cheap for atomics, and the exactly-once check is the point
+    }
     if (o.iters && o.seconds > 0) die_usage("give -n or -D, not both");
     // Distinct slots are what lets both ends check every message's pattern.
     if (o.one_buffer_given && o.verify) die_usage("--one-buffer and --verify exclude each other");
@@ -530,6 +553,12 @@ int run_server(const Opts& o) {
                 service();
             }
         }
+        if (is_atomic(op))
+            for (uint32_t s = 0; s < h.streams; ++s) {
+                uint64_t word;
+                std::memcpy(&word, mem.data() + size_t(s) * slots * size, 8);
+                if (word != d.msgs[s]) ++mismatches;  // each atomic executed exactly once (R-ATOMIC-2)
+            }
         if (h.verify && op == Op::write && !h.lat) {
             for (uint32_t s = 0; s < h.streams; ++s)
                 for (uint32_t k = 0; k < slots && k < d.msgs[s]; ++k)
@@ -634,6 +663,7 @@ int run_client(const Opts& o) {
 
         std::vector<uint64_t> posted(streams, 0), done(streams, 0);
         std::vector<Time> post_time(size_t(streams) * depth, 0);
+        std::vector<uint64_t> fetch_want(is_atomic(o.op) ? size_t(streams) * depth : 0, 0);  // value each slot's atomic must fetch
         std::vector<uint32_t> lat;
         lat.reserve(1 << 20);
         uint64_t mismatches = 0, total_done = 0, total_posted = 0;
@@ -700,6 +730,14 @@ int run_client(const Opts& o) {
                             else if (o.op == Op::read) {
                                 if (o.verify) std::memset(slot_ptr(s, k), 0, size);
                                 wr = Connection::read_wr(id, mr, laddr, o.size, raddr, rep.rkey);
+                            } else if (is_atomic(o.op)) {
+                                // Every atomic of a stream targets the stream's first slot at the server.
+                                const uint64_t word = rep.addr + uint64_t(s) * rep.slots * size;
+                                const uint64_t j = posted[s];
+                                wr = o.op == Op::fadd ? Connection::fadd_wr(id, mr, laddr, word, rep.rkey, 1)
+                                                      : Connection::cas_wr(id, mr, laddr, word, rep.rkey, j, j + 1);
+                                fetch_want[size_t(s) * depth + k] = j;
+                                std::memset(slot_ptr(s, k), 0xA5, 8);  // a result not written must not pass
                             } else wr = Connection::send_wr(id, mr, laddr, o.size);
                             if (!conn.try_post_send(s + 1, wr)) break;
                             post_time[size_t(s) * depth + k] = now;
@@ -719,6 +757,11 @@ int run_client(const Opts& o) {
                         const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
                         if (o.op == Op::read && o.verify && !check_pattern(slot_ptr(s, k), size, s + 1, k, scratch))
                             ++mismatches;
+                        if (is_atomic(o.op)) {
+                            uint64_t got;
+                            std::memcpy(&got, slot_ptr(s, k), 8);
+                            if (got != fetch_want[size_t(s) * depth + k]) ++mismatches;  // executed twice, or lost
+                        }
                         if (lat.size() < (64u << 20)) lat.push_back(uint32_t(std::min<Time>(now - post_time[size_t(s) * depth + k], UINT32_MAX)));
                         ++done[s];
                         ++total_done;

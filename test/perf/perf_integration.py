@@ -3,7 +3,8 @@
 # Copyright (c) 2026 The mroce authors
 #
 # Integration tests of mroce-perf: two real processes on 127.0.0.1.
-#   verify OP LOSS   byte-exact transfer (--verify) of OP under injected loss
+#   verify OP LOSS   byte-exact transfer (--verify) of OP under injected loss; OP fadd/cas:
+#                    every fetched value and the final word (each atomic ran exactly once)
 #   killed-peer      SIGKILL the server mid-transfer: the client reports a
 #                    connection error within a bounded time, no hang
 #   killed-client    SIGKILL the client: the server gives up within a bounded time
@@ -86,9 +87,12 @@ def run_pair(cargs, sargs=(), timeout=60):
 
 def case_verify(op, loss):
     loss = float(loss)
-    n = "600" if loss < 0.05 else "300"
+    atomic = op in ("fadd", "cas")
+    # Atomics: 8 bytes each, always checked (message j fetches j, the word ends at n: exactly once).
+    n = ("3000" if loss < 0.05 else "1500") if atomic else ("600" if loss < 0.05 else "300")
+    size = [] if atomic else ["-s", "65536"]
     inj = ["--inject-loss", str(loss), "--seed", "11"] if loss > 0 else []
-    cj, sj = run_pair(["--op", op, "-s", "65536", "-n", n, "--verify", *inj],
+    cj, sj = run_pair(["--op", op, *size, "-n", n, "--verify", *inj],
                       ["--inject-loss", str(loss), "--seed", "12"] if loss > 0 else [])
     if cj["verify"] != "ok" or sj["verify"] != "ok" or cj["mismatches"] != 0:
         fail(f"verification: client {cj['verify']} server {sj['verify']} mismatches {cj['mismatches']}")
@@ -101,7 +105,10 @@ def case_verify(op, loss):
         if injected == 0:
             fail("loss injection dropped nothing")
         print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
-    print(f"PASS verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, {cj['messages']} x 64 KiB")
+    if cj["op"] != op or cj["size"] != (8 if atomic else 65536):
+        fail(f"client ran op {cj['op']} size {cj['size']}")
+    print(f"PASS verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, {cj['msg_rate']:.0f} msg/s, "
+          f"{cj['messages']} x {cj['size']} B, duplicates {cj['duplicates']}")
 
 
 def case_killed_peer():
@@ -164,7 +171,10 @@ def case_one_buffer():
             fail(f"{flags}: {cj['messages']} of 64 messages, one_buffer {cj.get('one_buffer')!r}: expected {want}")
     for flags, msg in ((["--one-buffer", "--verify"], "--one-buffer and --verify"),
                        (["--one-buffer", "--slots"], "--one-buffer and --slots"),
-                       (["--lat", "--slots"], "drop --slots")):
+                       (["--lat", "--slots"], "drop --slots"),
+                       (["--op", "fadd", "-s", "64"], "atomics are 8 bytes"),
+                       (["--op", "cas", "--one-buffer"], "drop --one-buffer"),
+                       (["--op", "fadd", "--lat"], "drop --op fadd")):
         p = subprocess.run([PERF, "127.0.0.1", "-p", str(PORT)] + flags, capture_output=True, text=True, timeout=10)
         if p.returncode != 1 or msg not in p.stderr:
             fail(f"{' '.join(flags)}: exit {p.returncode}, stderr {p.stderr[-300:]!r}: expected a usage error")
