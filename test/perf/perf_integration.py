@@ -8,7 +8,7 @@
 #   killed-peer      SIGKILL the server mid-transfer: the client reports a
 #                    connection error within a bounded time, no hang
 #   killed-client    SIGKILL the client: the server gives up within a bounded time
-#   dpdk-verify OP LOSS  the same byte-exact transfer over the DPDK driver:
+#   dpdk-verify OP LOSS  the same byte-exact transfer (or atomics check) over the DPDK driver:
 #                    two processes over net_memif (--no-huge --no-pci), each
 #                    with its own configuration file; no mbuf may stay in use
 #                    (optional 4th argument: RX/TX queues per port, per-path queues)
@@ -289,7 +289,9 @@ tx_queues = {queues}
 
 def case_dpdk_verify(op, loss, queues="1"):
     loss = float(loss)
-    n = "400" if loss < 0.05 else "200"
+    atomic = op in ("fadd", "cas")
+    n = ("2000" if loss < 0.05 else "1000") if atomic else ("400" if loss < 0.05 else "200")
+    size = [] if atomic else ["-s", "65536"]
     sock, (scfg, ccfg) = dpdk_configs(int(queues))
     try:
         os.unlink(sock)
@@ -304,7 +306,7 @@ def case_dpdk_verify(op, loss, queues="1"):
         if os.path.exists(sock) or s.poll() is not None:
             break
         time.sleep(0.05)
-    c = subprocess.Popen([PERF, "10.0.1.1", "--config", ccfg, "--json", "--op", op, "-s", "65536", "-n", n,
+    c = subprocess.Popen([PERF, "10.0.1.1", "--config", ccfg, "--json", "--op", op, *size, "-n", n,
                           "--verify", *inj_c], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     crc, cout, cerr = finish(c, 60, "client")
     src, sout, serr = finish(s, 15, "server")
