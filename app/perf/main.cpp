@@ -91,10 +91,10 @@ struct Opts {
     bool json = false;
     bool verify = false;
     bool lat = false;
-    // Every message of a stream uses its first slot on both ends, as perftest's
-    // ib_*_bw do for messages above 2 KiB; --slots (or --verify) gives each
-    // outstanding message its own.
-    bool one_buffer = true;
+    // Derived in parse() from the flags below: every message of a stream uses its
+    // first slot on both ends, as perftest's ib_*_bw do for messages above 2 KiB,
+    // unless --slots or --verify (or an atomic op) gives each outstanding message its own.
+    bool one_buffer = false;
     bool one_buffer_given = false, slots_given = false;
     std::string config;
     std::string device;

@@ -85,12 +85,19 @@ def run_pair(cargs, sargs=(), timeout=60):
         fail(f"bad JSON ({e}): client {cout!r} server {sout!r}")
 
 
+def op_workload(op, loss, bulk_n):
+    """Message count and size flags of a verify run: bulk ops move bulk_n (halved at high
+    loss) 64 KiB messages; atomics (8 bytes, always checked: message j fetches j, the word
+    ends at n, so each ran exactly once) five times as many."""
+    n = bulk_n if loss < 0.05 else bulk_n // 2
+    if op in ("fadd", "cas"):
+        return str(5 * n), []
+    return str(n), ["-s", "65536"]
+
+
 def case_verify(op, loss):
     loss = float(loss)
-    atomic = op in ("fadd", "cas")
-    # Atomics: 8 bytes each, always checked (message j fetches j, the word ends at n: exactly once).
-    n = ("3000" if loss < 0.05 else "1500") if atomic else ("600" if loss < 0.05 else "300")
-    size = [] if atomic else ["-s", "65536"]
+    n, size = op_workload(op, loss, 600)
     inj = ["--inject-loss", str(loss), "--seed", "11"] if loss > 0 else []
     cj, sj = run_pair(["--op", op, *size, "-n", n, "--verify", *inj],
                       ["--inject-loss", str(loss), "--seed", "12"] if loss > 0 else [])
@@ -105,7 +112,7 @@ def case_verify(op, loss):
         if injected == 0:
             fail("loss injection dropped nothing")
         print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
-    if cj["op"] != op or cj["size"] != (8 if atomic else 65536):
+    if cj["op"] != op or cj["size"] != (8 if op in ("fadd", "cas") else 65536):
         fail(f"client ran op {cj['op']} size {cj['size']}")
     print(f"PASS verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, {cj['msg_rate']:.0f} msg/s, "
           f"{cj['messages']} x {cj['size']} B, duplicates {cj['duplicates']}")
@@ -289,9 +296,7 @@ tx_queues = {queues}
 
 def case_dpdk_verify(op, loss, queues="1"):
     loss = float(loss)
-    atomic = op in ("fadd", "cas")
-    n = ("2000" if loss < 0.05 else "1000") if atomic else ("400" if loss < 0.05 else "200")
-    size = [] if atomic else ["-s", "65536"]
+    n, size = op_workload(op, loss, 400)
     sock, (scfg, ccfg) = dpdk_configs(int(queues))
     try:
         os.unlink(sock)
