@@ -52,6 +52,12 @@ const char* to_string(ConnState s) noexcept {
 
 static bool power_of_two(uint32_t v) { return v && !(v & (v - 1)); }
 
+// The index mask of a ring sized to a power of two (bit_ceil of its depth).
+template <typename T>
+static uint32_t depth_mask(const std::vector<T>& ring) {
+    return uint32_t(ring.size() - 1);
+}
+
 Engine::Impl::Impl(const EngineConfig& c)
     : cfg(c),
       events(256),
@@ -87,6 +93,8 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
         impl_->pend.resize(d);
         impl_->place_jobs.resize(d);
     }
+    Impl& I = *impl_;
+    I.pend_head = I.pend_tail = I.job_head = I.job_tail = I.cc_head = I.cc_tail = c.test_seq_base;
 }
 
 Engine::~Engine() = default;
@@ -113,7 +121,10 @@ Status Engine::deregister_mr(uint32_t lkey) { return impl_->mrs.remove(lkey); }
 Status Engine::create_cq(uint32_t depth, uint32_t& cq_out) {
     if (depth == 0 || depth > (1u << 22)) return Status::invalid_argument;
     Cq q;
-    q.ring.resize(depth);
+    q.ring.resize(std::bit_ceil(depth));
+    q.mask = depth_mask(q.ring);
+    q.depth = depth;
+    q.head = q.tail = impl_->cfg.test_seq_base;
     q.used = true;
     impl_->cqs.push_back(std::move(q));
     cq_out = uint32_t(impl_->cqs.size());  // ids start at 1
@@ -123,18 +134,18 @@ Status Engine::create_cq(uint32_t depth, uint32_t& cq_out) {
 void Engine::Impl::push_cq(uint32_t cq, const Completion& c) {
     if (cq == 0 || cq > cqs.size()) return;
     Cq& q = cqs[cq - 1];
-    if (q.tail - q.head == q.ring.size()) {
+    if (q.tail - q.head == q.depth) {
         ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
         return;
     }
-    q.ring[q.tail++ % q.ring.size()] = c;
+    q.ring[q.tail++ & q.mask] = c;
 }
 
 size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
     if (cq == 0 || cq > impl_->cqs.size()) return 0;
     Cq& q = impl_->cqs[cq - 1];
     size_t n = 0;
-    while (n < max && q.head != q.tail) out[n++] = q.ring[q.head++ % q.ring.size()];
+    while (n < max && q.head != q.tail) out[n++] = q.ring[q.head++ & q.mask];
     return n;
 }
 
@@ -274,12 +285,19 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uin
     s.pd = pd;
     s.send_cq = send_cq;
     s.recv_cq = recv_cq;
-    s.sq.resize(cfg.stream_depth);
-    s.rq.resize(cfg.recv_depth);
+    s.sq.resize(std::bit_ceil(cfg.stream_depth));
+    s.sq_mask = depth_mask(s.sq);
+    s.rq.resize(std::bit_ceil(cfg.recv_depth));
+    s.rq_mask = depth_mask(s.rq);
+    s.rq_limit = cfg.recv_depth;
     s.depth = cfg.stream_depth;
     s.rx.resize(std::bit_ceil(cfg.stream_depth));
-    s.rx_mask = uint32_t(s.rx.size() - 1);
-    s.resp.resize(cfg.stream_depth);
+    s.rx_mask = depth_mask(s.rx);
+    s.resp.resize(s.rx.size());
+    // R-STREAM-1 numbers from 0; test_seq_base moves every counter near its wrap.
+    const uint32_t base = cfg.test_seq_base;
+    s.sq_head = s.sq_tail = s.next_recv_seq = base;
+    s.rq_posted = s.rq_done = s.rx_next = base;
     s.sq_limit = c->peer_depth ? std::min<uint32_t>(cfg.stream_depth, c->peer_depth) : cfg.stream_depth;
     c->streams.push_back(std::move(s));
     c->stream_by_id[stream_id] = uint32_t(c->streams.size() - 1);
@@ -337,7 +355,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     if (wr.length > (1ull << 32) - 1) return Status::invalid_argument;
 
     const uint32_t msg_seq = s->sq_tail++;
-    SendWqe& w = s->sq[msg_seq % s->sq.size()];
+    SendWqe& w = s->sq[msg_seq & s->sq_mask];
     w = SendWqe{};
     w.wr = wr;
     w.msg_seq = msg_seq;
@@ -369,7 +387,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     }
     const bool carries_data = op != wire::Opcode::read_req && !atomic;
     w.npkts = carries_data ? std::max<uint32_t>(1, (wr.length + c->seg - 1) / c->seg) : 1;
-    c->jobs.push(TxJob{sidx, uint32_t(msg_seq % s->sq.size()), JobKind::request});
+    c->jobs.push(TxJob{sidx, msg_seq & s->sq_mask, JobKind::request});
     return Status::ok;
 }
 
@@ -380,8 +398,8 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
     I.wake(*c);
     Stream* s = c->find_stream(stream_id);
     if (!s) return Status::no_such_object;
-    if (s->rq_posted - s->rq_done >= s->rq.size()) return Status::queue_full;
-    RecvWqe& r = s->rq[s->rq_posted % s->rq.size()];
+    if (s->rq_posted - s->rq_done >= s->rq_limit) return Status::queue_full;
+    RecvWqe& r = s->rq[s->rq_posted & s->rq_mask];
     r = RecvWqe{};
     r.wr = wr;
     if (wr.length > 0) {
@@ -396,7 +414,7 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
 // R-CMPL-2: the send queue completes strictly in post order.
 void Engine::Impl::advance_sq(Conn& c, Stream& s) {
     while (s.sq_head != s.sq_tail) {
-        SendWqe& w = s.sq[s.sq_head % s.sq.size()];
+        SendWqe& w = s.sq[s.sq_head & s.sq_mask];
         if (!w.done) break;
         if (w.wr.signaled || w.status != WcStatus::success) {
             Completion cpl;
@@ -416,7 +434,7 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
 // Completes every posted, unconsumed receive of the stream with `status`, in order.
 void Engine::Impl::flush_recvs(Conn& c, Stream& s, WcStatus status) {
     while (s.rq_done != s.rq_posted) {
-        RecvWqe& r = s.rq[s.rq_done % s.rq.size()];
+        RecvWqe& r = s.rq[s.rq_done & s.rq_mask];
         Completion cpl;
         cpl.wr_id = r.wr.wr_id;
         cpl.conn = c.id;
@@ -432,7 +450,7 @@ void Engine::Impl::flush_recvs(Conn& c, Stream& s, WcStatus status) {
 // flushes every later one; the stream stops transmitting new requests.
 void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus status) {
     for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
-        SendWqe& w = s.sq[m % s.sq.size()];
+        SendWqe& w = s.sq[m & s.sq_mask];
         if (w.done) continue;
         if (m == msg_seq) w.status = status;
         else if (wire::seq_lt(msg_seq, m) || s.error) w.status = WcStatus::wr_flush_err;
@@ -451,7 +469,7 @@ void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus s
 void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     for (Stream& s : c.streams) {
         for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
-            SendWqe& w = s.sq[m % s.sq.size()];
+            SendWqe& w = s.sq[m & s.sq_mask];
             if (!w.done) {
                 w.done = true;
                 w.status = status;

@@ -163,21 +163,27 @@ struct Stream {
     uint32_t send_cq = 0;
     uint32_t recv_cq = 0;
     bool error = false;
+    // Every queue below holds a power of two of slots, indexed by its 32-bit
+    // counter & mask, so slots stay consistent across the counter's wrap
+    // whatever depth the user chose; the depth itself is the limit (R-WRAP-1).
     // requester
-    std::vector<SendWqe> sq;     // stream_depth slots, msg_seq % depth
+    std::vector<SendWqe> sq;     // bit_ceil(stream_depth) slots, msg_seq & sq_mask
+    uint32_t sq_mask = 0;
     uint32_t sq_head = 0;        // oldest msg_seq not yet completed
     uint32_t sq_tail = 0;        // next msg_seq
     uint32_t sq_limit = 0;       // min(own depth, peer's depth)
     uint32_t next_recv_seq = 0;
     // responder
-    std::vector<RecvWqe> rq;     // recv_depth slots, recv_seq % depth
+    std::vector<RecvWqe> rq;     // bit_ceil(recv_depth) slots, recv_seq & rq_mask
+    uint32_t rq_mask = 0;
+    uint32_t rq_limit = 0;       // recv_depth: receives posted and not yet completed
     uint32_t rq_posted = 0;      // receives posted (next recv_seq to post)
     uint32_t rq_done = 0;        // receives completed
     std::vector<RxMsg> rx;       // bit_ceil(stream_depth) slots, msg_seq & rx_mask (no division per packet)
     uint32_t rx_mask = 0;
     uint32_t depth = 0;          // stream_depth: messages accepted beyond rx_next (R-STREAM-5)
     uint32_t rx_next = 0;        // next msg_seq to complete in order
-    std::vector<RespJob> resp;   // stream_depth slots, msg_seq % depth
+    std::vector<RespJob> resp;   // as rx: msg_seq & rx_mask
     uint32_t last_nak_msg = 0;   // R-NAK-7: one stream_error NAK per message
     bool nak_sent_once = false;
     bool failed_known = false;   // the message that put the stream in ERROR (R-NAK-8)
@@ -301,7 +307,9 @@ struct PendRec {
 };
 
 struct Cq {
-    std::vector<Completion> ring;
+    std::vector<Completion> ring;  // bit_ceil(depth) slots, counter & mask (R-CMPL-5)
+    uint32_t mask = 0;
+    uint32_t depth = 0;
     uint32_t head = 0;
     uint32_t tail = 0;
     bool used = false;

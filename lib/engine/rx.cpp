@@ -397,7 +397,7 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
                 if (m.complete && m.msg_seq == s.rx_next) advance_rx(c, s, r.stream_idx);
             }
         } else {
-            SendWqe& w = s.sq[r.msg_seq % s.sq.size()];
+            SendWqe& w = s.sq[r.msg_seq & s.sq_mask];
             if (w.active && w.msg_seq == r.msg_seq && !w.done) {
                 w.resp_bytes += r.plen;
                 if (w.resp_bytes >= w.wr.length) {
@@ -472,7 +472,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
 
     // Responses land in the requester's own work request (R-READ-3, R-ATOMIC-3).
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
-        SendWqe& w = s.sq[d.msg_seq % s.sq.size()];
+        SendWqe& w = s.sq[d.msg_seq & s.sq_mask];
         const Opcode want = d.opcode == Opcode::read_resp ? Opcode::read_req : w.opcode;
         if (!w.active || w.msg_seq != d.msg_seq || w.done || w.opcode != want ||
             (d.opcode == Opcode::atomic_resp && !wire::is_atomic_req(w.opcode)) || d.msg_len != w.wr.length) {
@@ -556,7 +556,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     case Opcode::send_imm: {
         if (!wire::seq_lt(d.recv_seq, s.rq_posted)) return Placed::rnr;  // R-SEND-4
         if (wire::seq_lt(d.recv_seq, s.rq_done)) return Placed::stale;
-        RecvWqe& r = s.rq[d.recv_seq % s.rq.size()];
+        RecvWqe& r = s.rq[d.recv_seq & s.rq_mask];
         if (d.msg_len > r.wr.length) {
             return fail(Syndrome::invalid_request, WcStatus::loc_len_err);  // R-SEND-5
         }
@@ -631,7 +631,7 @@ void Engine::Impl::advance_rx(Conn& c, Stream& s, uint32_t sidx) {
 
 void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq) {
     auto recv_completion = [&](WcStatus status) {
-        RecvWqe& r = s.rq[m.recv_seq % s.rq.size()];
+        RecvWqe& r = s.rq[m.recv_seq & s.rq_mask];
         Completion cpl;
         cpl.wr_id = r.wr.wr_id;
         cpl.conn = c.id;
@@ -666,14 +666,14 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         break;
     case Opcode::write: break;
     case Opcode::read_req: {
-        RespJob& j = s.resp[msg_seq % s.resp.size()];
+        RespJob& j = s.resp[msg_seq & s.rx_mask];
         j = RespJob{};
         j.active = true;
         j.src = m.target;
         j.len = m.msg_len;
         j.msg_seq = msg_seq;
         j.opcode = Opcode::read_resp;
-        c.jobs.push(TxJob{sidx, uint32_t(msg_seq % s.resp.size()), JobKind::response});
+        c.jobs.push(TxJob{sidx, msg_seq & s.rx_mask, JobKind::response});
         break;
     }
     case Opcode::atomic_cas:
@@ -685,14 +685,14 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         const uint64_t b = get_be64(m.atomic_ops + 8);
         const uint64_t nv = m.opcode == Opcode::atomic_cas ? (old == a ? b : old) : old + a;
         std::memcpy(m.target, &nv, 8);
-        RespJob& j = s.resp[msg_seq % s.resp.size()];
+        RespJob& j = s.resp[msg_seq & s.rx_mask];
         j = RespJob{};
         j.active = true;
         j.msg_seq = msg_seq;
         j.len = 8;
         j.opcode = Opcode::atomic_resp;
         put_be64(j.value, old);
-        c.jobs.push(TxJob{sidx, uint32_t(msg_seq % s.resp.size()), JobKind::response});
+        c.jobs.push(TxJob{sidx, msg_seq & s.rx_mask, JobKind::response});
         break;
     }
     default: break;

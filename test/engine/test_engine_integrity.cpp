@@ -8,7 +8,9 @@
 // runs in both arrangements of doc/architecture.md 4: run to completion
 // (copies and congestion control inline) and pipeline (deferred placement,
 // copies on a worker thread per engine, taking virtual time; the CC core on
-// another thread per engine, R-CC-8).
+// another thread per engine, R-CC-8). A wrap axis runs queue depths that
+// are not powers of two (3, 500, 1000) with every counter started just below
+// 2^32 (R-WRAP-1): posting waits for room, as a verbs program's does.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -38,25 +40,40 @@ struct Msg {
 
 enum class Arrangement { run_to_completion, pipeline };
 
+// Queue depths and where the counters start (R-WRAP-1). The default is the
+// matrix's own; the wrap axis gives depths that are not powers of two and
+// starts msg_seq, recv_seq and every queue and CQ counter below 2^32, so
+// they wrap while the queues are full.
+struct Shape {
+    uint32_t depth = 256;       // stream_depth and recv_depth; the CQs hold depth * streams
+    uint32_t per_stream = 0;    // messages per stream; 0: max(4, 160 / streams)
+    bool wrap = false;
+};
+
 void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
-                Arrangement arr = Arrangement::run_to_completion) {
+                Arrangement arr = Arrangement::run_to_completion, Shape shape = {}) {
     const bool pipeline = arr == Arrangement::pipeline;
+    const uint32_t per_stream = shape.per_stream ? shape.per_stream : std::max<uint32_t>(4, 160 / nstreams);
     EngineConfig cfg;
     cfg.deferred_placement = pipeline;
     cfg.offload_cc = pipeline;
     cfg.num_paths = npaths;
     cfg.max_payload = 4096;
-    cfg.stream_depth = 256;
-    cfg.recv_depth = 256;
+    cfg.stream_depth = shape.depth;
+    cfg.recv_depth = shape.depth;
+    // About 3/7 of the messages consume a receive: the counters start half
+    // of that below 2^32 (at most 150), so recv_seq wraps too.
+    if (shape.wrap) cfg.test_seq_base = 0u - std::min<uint32_t>(per_stream * 3 / 14, 150);
     cfg.conn_timeout = 60'000'000'000ull;  // 30% loss with unlucky streaks must not kill the connection
     cfg.connect_retry = 1'000'000;
-    const size_t kMem = 24u << 20;
+    const size_t kMem = (shape.wrap ? 48u : 24u) << 20;
     Engine ea(cfg), eb(cfg);
     std::vector<uint8_t> ma(kMem), mb(kMem);
     const uint32_t pda = ea.alloc_pd(), pdb = eb.alloc_pd();
     uint32_t cqa, cqb;
-    REQUIRE(ea.create_cq(1 << 16, cqa) == Status::ok);
-    REQUIRE(eb.create_cq(1 << 16, cqb) == Status::ok);
+    const uint32_t cq_depth = shape.wrap ? shape.depth * nstreams : 1u << 16;
+    REQUIRE(ea.create_cq(cq_depth, cqa) == Status::ok);
+    REQUIRE(eb.create_cq(cq_depth, cqb) == Status::ok);
     const uint32_t all = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
     MrInfo mra, mrb;
     REQUIRE(ea.register_mr(pda, ma.data(), kMem, all, mra) == Status::ok);
@@ -89,7 +106,6 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
     }
     for (size_t i = 0; i < kMem; ++i) mb[i] ^= 0x5a;
 
-    const uint32_t per_stream = std::max<uint32_t>(4, 160 / nstreams);
     const uint32_t budget_per_stream = uint32_t((kMem / 2 - 65536) / nstreams);
     std::vector<std::vector<Msg>> msgs(nstreams);
     size_t bump = 0;  // same offsets used on both sides: source on one, destination on the other
@@ -113,56 +129,73 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             msgs[s].push_back(m);
         }
     }
-    // Post receives first (one per receive-consuming message), then all sends.
-    for (uint32_t s = 0; s < nstreams; ++s) {
-        for (const Msg& m : msgs[s]) {
-            if (m.op == OpKind::send || m.op == OpKind::send_imm || m.op == OpKind::write_imm) {
+    // Receives in order (one per receive-consuming message), then sends in
+    // order, each as far as its queue has room; the rest as room frees.
+    auto consumes_recv = [](OpKind op) {
+        return op == OpKind::send || op == OpKind::send_imm || op == OpKind::write_imm;
+    };
+    std::vector<size_t> recv_next(nstreams, 0), send_next(nstreams, 0);
+    auto post_send = [&](uint32_t s, Msg& m) {
+        SendWr w;
+        w.wr_id = m.wr_id;
+        w.op = m.op;
+        w.length = m.len;
+        w.imm = uint32_t(m.wr_id * 3);
+        if (m.op == OpKind::read) {
+            w.local_addr = base_a + m.dst_off;  // READ: bytes flow B -> A
+            w.lkey = mra.lkey;
+            w.remote_addr = base_b + m.src_off;
+            w.rkey = mrb.rkey;
+        } else if (m.op == OpKind::atomic_cas || m.op == OpKind::atomic_fadd) {
+            std::memcpy(&m.atomic_init, mb.data() + m.dst_off, 8);
+            m.atomic_a = (m.op == OpKind::atomic_cas && (m.wr_id & 1)) ? m.atomic_init : rng.next();
+            m.atomic_b = rng.next();
+            w.local_addr = base_a + m.src_off;
+            w.lkey = mra.lkey;
+            w.remote_addr = base_b + m.dst_off;
+            w.rkey = mrb.rkey;
+            w.compare_add = m.atomic_a;
+            w.swap = m.atomic_b;
+        } else {
+            w.local_addr = base_a + m.src_off;
+            w.lkey = mra.lkey;
+            w.remote_addr = base_b + m.dst_off;
+            w.rkey = mrb.rkey;
+        }
+        return ea.post_send(ca, 1000 + s, w);
+    };
+    auto post_more = [&] {
+        for (uint32_t s = 0; s < nstreams; ++s) {
+            for (size_t& k = recv_next[s]; k < msgs[s].size(); ++k) {
+                const Msg& m = msgs[s][k];
+                if (!consumes_recv(m.op)) continue;
                 RecvWr r;
                 r.wr_id = m.wr_id;
                 r.addr = base_b + m.dst_off;
                 r.length = m.op == OpKind::write_imm ? 0 : m.len;
                 r.lkey = mrb.lkey;
-                REQUIRE(eb.post_recv(cb, 1000 + s, r) == Status::ok);
+                const Status st = eb.post_recv(cb, 1000 + s, r);
+                if (st == Status::queue_full) break;
+                REQUIRE(st == Status::ok);
+            }
+            for (size_t& k = send_next[s]; k < msgs[s].size(); ++k) {
+                const Status st = post_send(s, msgs[s][k]);
+                if (st == Status::queue_full) break;
+                REQUIRE(st == Status::ok);
             }
         }
-    }
-    for (uint32_t s = 0; s < nstreams; ++s) {
-        for (Msg& m : msgs[s]) {
-            SendWr w;
-            w.wr_id = m.wr_id;
-            w.op = m.op;
-            w.length = m.len;
-            w.imm = uint32_t(m.wr_id * 3);
-            if (m.op == OpKind::read) {
-                w.local_addr = base_a + m.dst_off;  // READ: bytes flow B -> A
-                w.lkey = mra.lkey;
-                w.remote_addr = base_b + m.src_off;
-                w.rkey = mrb.rkey;
-            } else if (m.op == OpKind::atomic_cas || m.op == OpKind::atomic_fadd) {
-                std::memcpy(&m.atomic_init, mb.data() + m.dst_off, 8);
-                m.atomic_a = (m.op == OpKind::atomic_cas && (m.wr_id & 1)) ? m.atomic_init : rng.next();
-                m.atomic_b = rng.next();
-                w.local_addr = base_a + m.src_off;
-                w.lkey = mra.lkey;
-                w.remote_addr = base_b + m.dst_off;
-                w.rkey = mrb.rkey;
-                w.compare_add = m.atomic_a;
-                w.swap = m.atomic_b;
-            } else {
-                w.local_addr = base_a + m.src_off;
-                w.lkey = mra.lkey;
-                w.remote_addr = base_b + m.dst_off;
-                w.rkey = mrb.rkey;
-            }
-            REQUIRE(ea.post_send(ca, 1000 + s, w) == Status::ok);
-        }
+    };
+    post_more();
+    if (!shape.wrap) {
+        // Depths above the message counts: everything is posted at once.
+        for (uint32_t s = 0; s < nstreams; ++s) REQUIRE(send_next[s] == msgs[s].size());
     }
     // Collect completions.
     std::map<uint32_t, std::vector<Completion>> sent, recvd;
     size_t total_send = 0, total_recv = 0, want_recv = 0;
     for (auto& v : msgs)
         for (auto& m : v)
-            if (m.op == OpKind::send || m.op == OpKind::send_imm || m.op == OpKind::write_imm) ++want_recv;
+            if (consumes_recv(m.op)) ++want_recv;
     const size_t want_send = size_t(nstreams) * per_stream;
     const bool done = link.run([&] {
         Completion c[64];
@@ -171,6 +204,7 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             for (size_t i = 0; i < k; ++i) { sent[c[i].stream].push_back(c[i]); ++total_send; }
         while ((k = eb.poll_cq(cqb, c, 64)) > 0)
             for (size_t i = 0; i < k; ++i) { recvd[c[i].stream].push_back(c[i]); ++total_recv; }
+        post_more();
         return total_send >= want_send && total_recv >= want_recv;
     }, std::getenv("MROCE_LIMIT") ? std::strtoull(std::getenv("MROCE_LIMIT"), nullptr, 10) : 120'000'000'000ull);
     if (!done) {
@@ -245,6 +279,7 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         }
         CHECK(ri == rc.size());
     }
+    CHECK(ea.stats().cq_overflows + eb.stats().cq_overflows == 0);  // the CQs were sized for the depths
     ConnStats st;
     REQUIRE(ea.conn_stats(ca, st) == Status::ok);
     if (loss >= 0.1) CHECK(st.retransmits > 0);  // at 1% a small run may lose only control packets
@@ -284,6 +319,27 @@ TEST_CASE("integrity, pipeline arrangement: all ops under loss, reordering and d
     const uint16_t paths = GENERATE(uint16_t(1), uint16_t(4), uint16_t(16));
     const double loss = GENERATE(0.0, 0.01, 0.10, 0.30);
     run_matrix(streams, paths, loss, 1 + streams * 31 + paths * 7 + uint64_t(loss * 1000), Arrangement::pipeline);
+}
+
+// R-WRAP-1: depths that are not powers of two, every counter (msg_seq,
+// recv_seq, send/receive queue, response jobs, CQs, placement and CC rings)
+// started below 2^32 so that each wraps while its queue is full. Depth 3
+// wraps with neighbours aliasing under a counter % depth; 500 and 1000 post
+// twice their depth, so more than 296 (2^32 mod 500 and mod 1000) entries
+// are live across the wrap.
+TEST_CASE("integrity, wrap axis: depths 3, 500, 1000 across the 32-bit counter wrap", "[engine][integrity][wrap]") {
+    const Arrangement arr = GENERATE(Arrangement::run_to_completion, Arrangement::pipeline);
+    const double loss = GENERATE(0.01, 0.10);
+    const uint32_t depth = GENERATE(3u, 500u, 1000u);
+    const uint32_t streams = GENERATE(1u, 8u);
+    if (streams > 1 && depth > 3) return;  // one stream fills the deep queues
+    Shape shape;
+    shape.depth = depth;
+    shape.per_stream = depth == 3 ? 0 : 2 * depth;
+    shape.wrap = true;
+    INFO("depth " << depth << " streams " << streams << " loss " << loss << " pipeline "
+                  << (arr == Arrangement::pipeline));
+    run_matrix(streams, 4, loss, 3 + depth * 13 + streams * 31 + uint64_t(loss * 1000), arr, shape);
 }
 
 // Hidden: one combination from MROCE_COMBO="streams,paths,loss" (debugging aid).

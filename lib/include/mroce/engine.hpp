@@ -203,6 +203,11 @@ struct EngineConfig {
     // (cc_update). false: the engine runs its own CcCore inline.
     bool offload_cc = false;
     uint32_t cc_depth = 4096;            // feedback records held for the driver (power of two)
+    // Test only (R-WRAP-1): msg_seq, recv_seq and the counters of every
+    // send, receive and completion queue and placement/CC ring start here
+    // instead of 0, so a test runs them across their 32-bit wrap. Both ends
+    // of a connection must use the same value (R-STREAM-1 numbers from 0).
+    uint32_t test_seq_base = 0;
 };
 
 class Engine {
