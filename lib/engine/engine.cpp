@@ -4,8 +4,12 @@
 // Engine: public API, objects (PDs, MRs, CQs, connections, streams) and the
 // connection state machine (doc/spec.md R-CONN-*, R-STREAM-*, R-CMPL-*).
 // The receive path is in rx.cpp, the transmit path and timers in tx.cpp.
+#include <sys/random.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <random>
 
 #include "engine_impl.hpp"
 
@@ -151,18 +155,39 @@ size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
 
 // ---------------- connections ----------------
 
+// R-CSN-2, R-CONN-11: the initial CSN and the handshake cookie come from the
+// kernel's cryptographic generator, once per connection set up (never per packet).
+static uint64_t crypto_random64() {
+    uint64_t v = 0;
+    auto* p = reinterpret_cast<unsigned char*>(&v);
+    size_t got = 0;
+    while (got < sizeof v) {
+        const ssize_t n = getrandom(p + got, sizeof v - got, 0);
+        if (n > 0) {
+            got += size_t(n);
+        } else if (errno != EINTR) {
+            // No getrandom (a kernel before 3.17): the C++ library's device, also the kernel's generator.
+            std::random_device rd;
+            return (uint64_t(rd()) << 32) | rd();
+        }
+    }
+    return v;
+}
+
 Conn* Engine::Impl::new_conn(uint32_t peer) {
     size_t idx = 0;
     while (idx < conns.size() && conns[idx]) ++idx;
     if (idx == conns.size()) {
-        if (conns.size() >= 0xffffe) return nullptr;
+        if (conns.size() >= kMaxConns) return nullptr;
         conns.push_back(nullptr);
-        conn_gen.push_back(0);
     }
-    uint8_t g = uint8_t(++conn_gen[idx] & 0xff);
-    if (g == 0) g = uint8_t(++conn_gen[idx]);
     Conn* c = new Conn();
-    c->id = (uint32_t(g) << 20) | uint32_t(idx + 1);
+    c->id = conn_ids.add(c);
+    if (!c->id) {
+        delete c;
+        return nullptr;
+    }
+    c->idx = uint32_t(idx);
     c->peer = peer;
     c->num_paths = cfg.num_paths;
     c->seg = cfg.max_payload;
@@ -180,9 +205,9 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
         p.entropy = i;
         p.rto = cfg.initial_rto;
     }
-    cookie_seed = cookie_seed * 1664525u + 1013904223u;
-    c->cookie = cookie_seed ? cookie_seed : 1;
-    c->csn_nxt = c->csn_una = c->cookie * 2654435761u;  // R-CSN-2: initial CSN not predictable from the id
+    const uint64_t r = crypto_random64();
+    c->cookie = uint32_t(r >> 32) ? uint32_t(r >> 32) : 1;  // an accepting end takes the initiator's instead
+    c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
     c->st.peer = peer;
     c->st.num_paths = cfg.num_paths;
@@ -192,11 +217,12 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
 }
 
 void Engine::Impl::free_conn(Conn* c) {
-    const uint32_t idx = (c->id & 0xfffff) - 1;
+    const uint32_t idx = c->idx;
     fair.remove_sender(c->fair_idx);
     if (c->in_ready) std::erase(ready, idx);
     if (c->in_timed) std::erase(timed, idx);
     conns[idx] = nullptr;
+    conn_ids.remove(c->id);
     delete c;
 }
 

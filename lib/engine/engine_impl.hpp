@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "key_table.hpp"
 #include "mr_table.hpp"
 #include "mroce/engine.hpp"
 #include "ring.hpp"
@@ -210,7 +211,8 @@ struct CtrlItem {
 };
 
 struct Conn {
-    uint32_t id = 0;
+    uint32_t id = 0;               // from Engine::Impl::conn_ids (R-CONN-1, R-KEY-1)
+    uint32_t idx = 0;              // in Engine::Impl::conns
     uint32_t peer = 0;
     uint32_t remote_conn = 0;
     uint32_t cookie = 0;
@@ -321,14 +323,15 @@ struct Engine::Impl {
     MrTable mrs;
     uint32_t next_pd = 1;
     std::vector<Cq> cqs;
-    std::vector<Conn*> conns;      // index = (id & 0xfffff) - 1
-    std::vector<uint8_t> conn_gen;
+    // Connections by dense index (Conn::idx: ready, timed, CC slots) and by id.
+    static constexpr uint32_t kMaxConns = 0xffffe;
+    std::vector<Conn*> conns;
+    KeyTable<Conn*> conn_ids{kMaxConns};
     Ring<ConnEvent> events;
     FairShare fair;
     Time next_timer = 0;
     Time last_now = 0;
     Time next_hint_update = 0;
-    uint32_t cookie_seed = 0x9e3779b9u;
     uint32_t rr_conn = 0;
     // Connection indices that tx_burst, next_deadline and tx_pending visit
     // (ready) and that timers visit (timed), so an idle connection costs
@@ -364,10 +367,8 @@ struct Engine::Impl {
 
     // Inline: it runs for every received datagram.
     Conn* conn(uint32_t id) const {
-        const uint32_t idx = id & 0xfffff;
-        if (idx == 0 || idx > conns.size()) return nullptr;
-        Conn* c = conns[idx - 1];
-        return (c && c->id == id) ? c : nullptr;
+        Conn* const* c = conn_ids.find(id);
+        return c ? *c : nullptr;
     }
     Conn* new_conn(uint32_t peer);
     // Inline: every received datagram wakes its connection, nearly always already awake.
@@ -377,7 +378,7 @@ struct Engine::Impl {
         wake_slow(c);
     }
     [[gnu::noinline]] void wake_slow(Conn& c) {
-        const uint32_t idx = (c.id & 0xfffff) - 1;
+        const uint32_t idx = c.idx;
         if (!c.in_ready) {
             c.in_ready = true;
             ready.push_back(idx);

@@ -2,13 +2,13 @@
 // Copyright (c) 2026 The mroce authors
 //
 // Registered memory regions and the access check of every remote operation
-// (doc/spec.md R-MEM-*). Keys carry a generation so a deregistered key stays
-// invalid after its slot is reused.
+// (doc/spec.md R-MEM-*). Keys come from a KeyTable, so a deregistered key
+// names no region again for at least 2^31 registrations (R-MEM-2, R-KEY-1).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
+#include "key_table.hpp"
 #include "mroce/engine.hpp"
 
 namespace mroce {
@@ -44,17 +44,10 @@ private:
         uint64_t length = 0;
         uint32_t pd = 0;
         uint32_t access = 0;
-        uint32_t key = 0;
-        bool valid = false;
     };
-    const Region* find(uint32_t key) const noexcept {
-        const uint32_t idx = key >> 8;
-        if (idx == 0 || idx > regions_.size()) return nullptr;
-        const Region& r = regions_[idx - 1];
-        return (r.valid && r.key == key) ? &r : nullptr;
-    }
-    std::vector<Region> regions_;
-    std::vector<uint8_t> gen_;
+    const Region* find(uint32_t key) const noexcept { return regions_.find(key); }
+    static constexpr uint32_t kMaxRegions = 1u << 24;
+    KeyTable<Region> regions_{kMaxRegions};
 };
 
 }  // namespace mroce

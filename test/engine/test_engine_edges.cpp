@@ -2,13 +2,17 @@
 // Copyright (c) 2026 The mroce authors
 //
 // The engine at its edges: queues and CQs of depths that are not powers of
-// two across the 32-bit wrap of their counters (R-WRAP-1). (The same depths
-// with traffic, every counter wrapping, are the integrity matrix's wrap axis.)
+// two across the 32-bit wrap of their counters (R-WRAP-1; the same depths
+// with traffic, every counter wrapping, are the integrity matrix's wrap
+// axis), and keys and connection ids that do not come back (R-KEY-1).
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "mroce/engine.hpp"
+#include "pair_link.hpp"
 
 using namespace mroce;
 
@@ -141,4 +145,194 @@ TEST_CASE("CQ: holds exactly its depth, in order, through many wraps of its slot
     for (const Completion& c : rest) CHECK(c.wr_id == want_id++);
     CHECK(want_id == next_id);
     CHECK(r.eng.stats().cq_overflows == 1);
+}
+
+// R-MEM-2, R-KEY-1: 100,000 registrations of one buffer, each deregistered
+// before the next, beside regions that stay (the table is never empty).
+// No key comes back, a stale key is refused every time, and WRITEs with
+// stale rkeys are NAKed rkey_invalid while the live key still works.
+TEST_CASE("keys: 100,000 register/deregister cycles, a stale key is refused every time", "[engine][edges][keys]") {
+    EngineConfig cfg;
+    cfg.stream_depth = 4;
+    cfg.recv_depth = 4;
+    Engine ea(cfg), eb(cfg);
+    mroce::test::PairLink link(ea, eb, 5);
+    uint32_t ca = 0, cb = 0;
+    REQUIRE(mroce::test::connect_pair(link, ca, cb));
+    const uint32_t pda = ea.alloc_pd(), pdb = eb.alloc_pd();
+    uint32_t cqa, cqb;
+    REQUIRE(ea.create_cq(4096, cqa) == Status::ok);
+    REQUIRE(eb.create_cq(4096, cqb) == Status::ok);
+    const uint32_t rw = kAccessLocalWrite | kAccessRemoteWrite;
+    std::vector<uint8_t> src(4096, 0x3c), dst(4096, 0), other(4096);
+    MrInfo msrc, keep[3], mr;
+    REQUIRE(ea.register_mr(pda, src.data(), src.size(), rw, msrc) == Status::ok);
+    for (MrInfo& k : keep) REQUIRE(eb.register_mr(pdb, other.data(), other.size(), rw, k) == Status::ok);
+
+    constexpr uint32_t kCycles = 100'000;
+    std::vector<uint32_t> stale;
+    stale.reserve(kCycles);
+    std::unordered_set<uint32_t> issued;
+    for (const MrInfo& k : keep) issued.insert(k.rkey);
+    uint32_t reissued = 0, stale_accepted = 0;
+    REQUIRE(eb.register_mr(pdb, dst.data(), dst.size(), rw, mr) == Status::ok);
+    issued.insert(mr.rkey);
+    for (uint32_t i = 0; i < kCycles; ++i) {
+        REQUIRE(eb.deregister_mr(mr.lkey) == Status::ok);
+        stale.push_back(mr.rkey);
+        REQUIRE(eb.register_mr(pdb, dst.data(), dst.size(), rw, mr) == Status::ok);
+        reissued += !issued.insert(mr.rkey).second;
+        // A stale key names nothing: deregistering it again must not find
+        // (and remove) the region that now holds its slot.
+        stale_accepted += eb.deregister_mr(stale.back()) != Status::no_such_object;
+    }
+    CHECK(reissued == 0);
+    CHECK(stale_accepted == 0);
+    for (const MrInfo& k : keep) CHECK(eb.deregister_mr(k.lkey) == Status::ok);  // untouched by the churn
+
+    // Through the wire: the last 300 stale rkeys (more than any 8-bit
+    // generation spans) and the first, one WRITE each on its own stream
+    // (the NAK ends the stream, R-STREAM-2), then the live key.
+    std::vector<uint32_t> probe(stale.end() - 300, stale.end());
+    probe.push_back(stale.front());
+    const uint32_t live_stream = 100'000;
+    auto write = [&](uint32_t stream, uint32_t rkey, uint64_t id) {
+        REQUIRE(ea.create_stream(ca, stream, pda, cqa, cqa) == Status::ok);
+        REQUIRE(eb.create_stream(cb, stream, pdb, cqb, cqb) == Status::ok);
+        SendWr w;
+        w.wr_id = id;
+        w.op = OpKind::write;
+        w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data()));
+        w.length = uint32_t(src.size());
+        w.lkey = msrc.lkey;
+        w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+        w.rkey = rkey;
+        REQUIRE(ea.post_send(ca, stream, w) == Status::ok);
+    };
+    for (uint32_t i = 0; i < probe.size(); ++i) write(1 + i, probe[i], i);
+    write(live_stream, mr.rkey, 1u << 20);
+    std::vector<Completion> got;
+    REQUIRE(link.run([&] {
+        Completion c[64];
+        for (size_t n; (n = ea.poll_cq(cqa, c, 64)) > 0;) got.insert(got.end(), c, c + n);
+        return got.size() == probe.size() + 1;
+    }, 10'000'000'000ull));
+    uint32_t refused = 0;
+    for (const Completion& c : got) {
+        if (c.wr_id == 1u << 20) {
+            CHECK(c.status == WcStatus::success);
+        } else {
+            refused += c.status == WcStatus::rem_access_err;
+        }
+    }
+    CHECK(refused == probe.size());
+    CHECK(std::memcmp(dst.data(), src.data(), dst.size()) == 0);
+    ConnStats sb;
+    REQUIRE(eb.conn_stats(cb, sb) == Status::ok);
+    CHECK(sb.naks_sent >= probe.size());
+
+    // As lkeys (R-MEM-4): a send WR naming a stale key fails at post (on
+    // streams of B's own: those above are in ERROR after their NAKs).
+    uint32_t lkey_refused = 0;
+    for (uint32_t i = 0; i < probe.size(); ++i) {
+        const uint32_t stream = 200'000 + i;
+        REQUIRE(eb.create_stream(cb, stream, pdb, cqb, cqb) == Status::ok);
+        SendWr w;
+        w.op = OpKind::write;
+        w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+        w.length = 8;
+        w.lkey = probe[i];
+        REQUIRE(eb.post_send(cb, stream, w) == Status::ok);
+        Completion c;
+        lkey_refused += eb.poll_cq(cqb, &c, 1) == 1 && c.status == WcStatus::loc_prot_err;
+    }
+    CHECK(lkey_refused == probe.size());
+}
+
+// R-CONN-1, R-CONN-13, R-KEY-1: 100,000 connections opened and released;
+// no id comes back, and once a live connection exists, a packet naming any
+// of the released ids (from that connection's own peer id) is counted
+// rx_unknown_conn and reaches no connection.
+TEST_CASE("connection ids: 100,000 connect/release cycles, a stale id is unknown every time",
+          "[engine][edges][keys]") {
+    EngineConfig cfg;
+    cfg.csn_window = 64;  // small connections: the churn allocates one per cycle
+    cfg.num_paths = 1;
+    Engine ea(cfg), eb(cfg);
+    constexpr uint32_t kCycles = 100'000;
+    std::vector<uint32_t> stale;
+    stale.reserve(kCycles);
+    std::unordered_set<uint32_t> issued;
+    uint32_t reissued = 0, stale_known = 0;
+    ConnEvent ev[64];
+    for (uint32_t i = 0; i < kCycles; ++i) {
+        uint32_t id = 0;
+        REQUIRE(ea.connect(1, id) == Status::ok);
+        reissued += !issued.insert(id).second;
+        REQUIRE(ea.disconnect(id) == Status::ok);  // before ESTABLISHED: closed at once
+        REQUIRE(ea.release_conn(id) == Status::ok);
+        ConnStats st;
+        stale_known += ea.conn_stats(id, st) != Status::no_such_object;
+        stale_known += ea.release_conn(id) != Status::no_such_object;
+        stale.push_back(id);
+        while (ea.poll_events(ev, 64) == 64) {
+        }
+    }
+    CHECK(reissued == 0);
+    CHECK(stale_known == 0);
+    CHECK(ea.conn_count() == 0);
+
+    mroce::test::PairLink link(ea, eb, 9);
+    uint32_t ca = 0, cb = 0;
+    REQUIRE(mroce::test::connect_pair(link, ca, cb));
+    CHECK(issued.count(ca) == 0);
+    const uint64_t unknown_before = ea.stats().rx_unknown_conn;
+    for (const uint32_t id : stale) {
+        wire::CommonHeader h;
+        h.type = wire::PacketType::probe;
+        h.dst_conn = id;
+        h.src_conn = cb;  // the live connection's peer: only the id can tell them apart
+        uint8_t buf[64];
+        const size_t len = wire::encode_probe({buf, sizeof buf}, h, wire::ProbeHeader{1, 1});
+        REQUIRE(len > 0);
+        RxPacket r;
+        r.data = buf;
+        r.len = uint32_t(len);
+        r.peer = 1;
+        ea.rx_burst(&r, 1, link.now);
+    }
+    CHECK(ea.stats().rx_unknown_conn - unknown_before == kCycles);
+    TxPacket out[8];
+    CHECK(ea.tx_burst(out, 8, link.now) == 0);  // no PROBE_REPLY: no connection took one
+}
+
+// R-CSN-2: the initial CSN and the cookie come from the kernel's generator,
+// not from state an identical engine would share: two engines built alike
+// announce different ones (a seeded generator repeats them), and one
+// engine's connections all differ. (A false failure: about one run in a million.)
+TEST_CASE("initial CSN and cookie are drawn afresh for every connection", "[engine][edges][keys]") {
+    auto announce = [](Engine& e, uint32_t& csn, uint32_t& cookie) {
+        uint32_t id = 0;
+        REQUIRE(e.connect(1, id) == Status::ok);
+        TxPacket out[4];
+        REQUIRE(e.tx_burst(out, 4, 0) == 1);
+        wire::Packet pk;
+        REQUIRE(wire::decode_data({out[0].hdr, out[0].hdr_len}, pk) == wire::DecodeError::ok);
+        REQUIRE(pk.common.type == wire::PacketType::connect_req);
+        csn = pk.connect.initial_csn;
+        cookie = pk.connect.cookie;
+    };
+    Engine ea, eb;
+    std::unordered_set<uint32_t> csns, cookies;
+    for (int i = 0; i < 64; ++i) {
+        uint32_t csn_a, cookie_a, csn_b, cookie_b;
+        announce(ea, csn_a, cookie_a);
+        announce(eb, csn_b, cookie_b);
+        CHECK(csn_a != csn_b);
+        CHECK(cookie_a != cookie_b);
+        csns.insert(csn_a);
+        cookies.insert(cookie_a);
+    }
+    CHECK(csns.size() == 64);
+    CHECK(cookies.size() == 64);
 }
