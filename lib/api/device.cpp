@@ -172,7 +172,7 @@ void Device::handle_events_locked() {
             if (ev[i].kind == EventKind::incoming) {
                 for (const auto& s : accept_streams_) {
                     const Status st = eng_.create_stream(ev[i].conn, s.id, s.pd, s.send_cq, s.recv_cq);
-                    (void)st;  // a failure shows as invalid_stream at the peer; nothing to throw to here
+                    (void)st;  // a failure leaves the stream unknown: the peer retries it as RNR (R-NAK-10)
                 }
                 incoming_.push_back(ev[i]);
             } else if (ev[i].kind == EventKind::error || ev[i].kind == EventKind::closed) {

@@ -38,6 +38,7 @@ const char* to_string(WcStatus s) noexcept {
     case WcStatus::rem_op_err: return "remote operation error";
     case WcStatus::wr_flush_err: return "flushed";
     case WcStatus::transport_err: return "transport error (connection lost)";
+    case WcStatus::rnr_retry_exc_err: return "receiver not ready, retries exhausted";
     }
     return "unknown";
 }
@@ -193,7 +194,9 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->seg = cfg.max_payload;
     c->csn_limit = cfg.csn_window;
     c->txpkts.resize(cfg.csn_window);
-    c->retx.reserve(cfg.csn_window);
+    // A CSN back from an RNR wait may meet its own stale entry still queued.
+    c->retx.reserve(2 * cfg.csn_window);
+    c->rnr.reserve(cfg.csn_window);
     c->tlp.reserve(cfg.num_paths);
     c->jobs.reserve(64);
     c->ctrl.reserve(64 + 2u * cfg.num_paths);
@@ -472,19 +475,30 @@ void Engine::Impl::flush_recvs(Conn& c, Stream& s, WcStatus status) {
     }
 }
 
-// R-STREAM-2: an error completes the failing request with its status and
-// flushes every later one; the stream stops transmitting new requests.
+// R-STREAM-2, R-STREAM-8: an error completes the failing request with its
+// status and flushes every later one, even one whose bytes are acknowledged
+// already (verbs: nothing after a failed WR succeeds). Earlier requests whose
+// segments are all out complete as their ACKs or NAKs decide; an earlier one
+// with segments left can never finish (no new segment leaves a stream in
+// ERROR) and is flushed.
 void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus status) {
     for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
         SendWqe& w = s.sq[m & s.sq_mask];
-        if (w.done) continue;
-        if (m == msg_seq) w.status = status;
-        else if (wire::seq_lt(msg_seq, m) || s.error) w.status = WcStatus::wr_flush_err;
-        else continue;  // earlier requests still complete normally
+        if (m == msg_seq) {
+            if (w.done) continue;
+            w.status = status;
+        } else if (wire::seq_lt(msg_seq, m)) {
+            if (w.done && w.status != WcStatus::success) continue;
+            w.status = WcStatus::wr_flush_err;
+        } else {
+            if (w.done || w.next_seg >= w.npkts) continue;
+            w.status = WcStatus::wr_flush_err;
+        }
         w.done = true;
     }
     if (!s.error) {
         s.error = true;
+        s.err_msg = s.rx_next;  // R-ACK-8: every incoming message before it was placed and completed
         flush_recvs(c, s, WcStatus::wr_flush_err);  // posted receives will never be consumed now
     }
     advance_sq(c, s);
@@ -507,6 +521,7 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     }
     c.jobs.clear();
     c.retx.clear();
+    c.rnr.clear();
     c.tlp.clear();
     for (TxPath& p : c.paths) p.inflight = 0;
     c.csn_una = c.csn_nxt;

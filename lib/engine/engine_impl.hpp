@@ -18,6 +18,7 @@
 namespace mroce {
 
 inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight span per path
+inline constexpr uint32_t kMaxCtrlQueue = 4096;         // control items held per connection (NAKs beyond: dropped)
 
 // ---- sender side ----
 
@@ -79,7 +80,9 @@ struct TxPath {
 // declared lost that is not yet known to be received.
 inline uint32_t tx_floor(const TxPath& p) { return p.rto_pending ? p.rto_psn : p.snd_una; }
 
-enum class CsnState : uint8_t { free, inflight, lost, delivered };
+// delivered: resolved (acknowledged, or settled by a NAK without delivery);
+// rnr_wait: refused as receiver-not-ready, resent when its delay ends (R-NAK-10).
+enum class CsnState : uint8_t { free, inflight, lost, delivered, rnr_wait };
 
 // Everything needed to (re)build one data packet: retransmission needs no
 // other state, so request and response records may be recycled independently.
@@ -104,6 +107,7 @@ struct TxPkt {
     CsnState state = CsnState::free;
     bool is_request = false;     // counts toward a send-queue entry when delivered
     bool sent_before = false;
+    uint8_t rnr_tries = 0;       // RNR NAKs this packet has had (R-NAK-10)
     uint8_t inline_payload[8] = {};  // ATOMIC_RESP value (responder's copy)
 };
 
@@ -142,7 +146,6 @@ struct RxMsg {
     WcStatus status = WcStatus::success;
     bool active = false;
     bool complete = false;
-    bool nak_sent = false;
     wire::Syndrome syndrome{};   // why it failed: repeated to a resent refused packet (R-NAK-8)
     uint8_t atomic_ops[wire::kAtomicReqPayload] = {};
 };
@@ -185,8 +188,9 @@ struct Stream {
     uint32_t depth = 0;          // stream_depth: messages accepted beyond rx_next (R-STREAM-5)
     uint32_t rx_next = 0;        // next msg_seq to complete in order
     std::vector<RespJob> resp;   // as rx: msg_seq & rx_mask
-    uint32_t last_nak_msg = 0;   // R-NAK-7: one stream_error NAK per message
-    bool nak_sent_once = false;
+    // R-ACK-8: the first incoming msg_seq the stream did not execute when it
+    // entered ERROR; every message before it was placed and completed.
+    uint32_t err_msg = 0;
     bool failed_known = false;   // the message that put the stream in ERROR (R-NAK-8)
     wire::Syndrome failed_syndrome{};
     uint32_t failed_msg = 0;
@@ -243,6 +247,11 @@ struct Conn {
     };
     Ring<TailProbe> tlp;           // R-TIMER-8: newest packets to send again on their own path
     Ring<TxJob> jobs;              // messages with segments not yet sent
+    struct RnrWait {
+        uint32_t csn;
+        Time due;
+    };
+    Ring<RnrWait> rnr;             // R-NAK-10: refused as not ready, resent at due (FIFO: one delay)
     std::vector<TxPath> paths;
     TokenBucket pacer;
     uint32_t hint_kbps = 0;
@@ -430,6 +439,11 @@ struct Engine::Impl {
     bool refuse_again(Conn& c, const wire::DataHeader& d);
     void delivered(Conn& c, uint32_t csn);
     void resolve_refused(Conn& c, const wire::NakHeader& n);
+    TxPkt* unresolved_request(Conn& c, const wire::NakHeader& n);
+    void settle_slot(Conn& c, TxPkt& t);
+    void rx_rnr_nak(Conn& c, const wire::NakHeader& n);
+    void rnr_timers(Conn& c, Time now, Time& next);
+    void settle(Conn& c, TxPkt& t);
     void advance_csn_una(Conn& c);
     void advance_sq(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);

@@ -262,7 +262,9 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
             if (res == Placed::rnr) {
-                ++c.st.rnr_drops;  // R-SEND-4: not acked; the sender's loss recovery resends it
+                // R-NAK-10: not acked, CSN not marked; the requester resends it after its RNR delay.
+                ++c.st.rnr_drops;
+                nak(c, d, Syndrome::rnr);
                 return;
             }
             if (res == Placed::stale) {
@@ -275,7 +277,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             // before the placement is a duplicate, never placed twice.
             c.rx_csn.mark(d.csn);
             if (res == Placed::refused) {
-                // R-NAK-1: CSN consumed, PSN not acked, NAK sent; nothing to place.
+                // R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
                 if (deferring) c.rx_csn_done.mark(d.csn);
                 return;
             }
@@ -418,24 +420,37 @@ void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
     it.syndrome = uint8_t(syn);
     it.opcode = uint8_t(d.opcode);
     if (!c.ctrl.push(it)) {
+        // Refused packets come back until a NAK gets through (R-NAK-8), so a
+        // NAK beyond a bounded queue can be dropped like any lost NAK.
+        if (c.ctrl.capacity() >= kMaxCtrlQueue) return;
         c.ctrl.reserve(c.ctrl.capacity() * 2);
         c.ctrl.push(it);
     }
-    ++c.st.naks_sent;
+    if (syn != Syndrome::rnr) ++c.st.naks_sent;
 }
 
-// R-NAK-8: a packet refused earlier comes back because it was never acked
+// R-NAK-8, R-ACK-8: a duplicate CSN is acknowledged only if its original
+// was placed. A packet refused earlier comes back because it was never acked
 // (its NAK was lost, or is still on its way): refuse it and NAK it again,
 // with the original cause, so the requester learns it whatever NAKs it lost.
+// Which originals were refused follows from the stream's state, never from a
+// record that could be forgotten: a message that failed is refused whole,
+// and once the stream is in ERROR every message from err_msg on is refused,
+// while every message before err_msg was placed whole. (A duplicate of a
+// packet placed just before its message failed is refused too: the requester
+// then reports an error for bytes that landed, never success for bytes that
+// did not.)
 bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) return false;
     Stream* s = c.find_stream(d.stream_id);
     if (!s) {
+        // Its stream is gone (destroyed): what the original met is unknown.
         nak(c, d, Syndrome::invalid_stream);
         return true;
     }
-    if (s->failed_known && d.msg_seq == s->failed_msg) {
-        nak(c, d, s->failed_syndrome);
+    if (s->error) {
+        if (wire::seq_lt(d.msg_seq, s->err_msg)) return false;
+        nak(c, d, s->failed_known && d.msg_seq == s->failed_msg ? s->failed_syndrome : Syndrome::stream_error);
         return true;
     }
     const RxMsg& m = s->rx[d.msg_seq & s->rx_mask];
@@ -459,10 +474,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     const wire::DataHeader& d = pk.data;
     uint32_t sidx = 0;
     Stream* sp = c.find_stream(d.stream_id, &sidx);
-    if (!sp) {
-        nak(c, d, Syndrome::invalid_stream);  // R-STREAM-4
-        return Placed::refused;
-    }
+    if (!sp) return Placed::rnr;  // R-NAK-10: the stream may not be created yet
     Stream& s = *sp;
     const uint8_t* payload = pk.payload.data();
     const uint32_t plen = d.payload_len;
@@ -503,14 +515,12 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     }
 
     if (s.error) {
-        // R-NAK-7: an errored stream executes nothing more and says so once per message.
-        if (d.msg_seq != s.last_nak_msg || !s.nak_sent_once) {
-            s.last_nak_msg = d.msg_seq;
-            s.nak_sent_once = true;
-            // The rest of the message that failed keeps its own cause (R-NAK-8).
-            nak(c, d, s.failed_known && d.msg_seq == s.failed_msg ? s.failed_syndrome : Syndrome::stream_error);
-        }
-        return Placed::ok;
+        // A message completed before the ERROR has no fresh CSN left (R-DATA-10).
+        if (wire::seq_lt(d.msg_seq, s.err_msg)) return Placed::stale;
+        // R-NAK-7, R-ACK-8: an errored stream executes nothing more: every packet
+        // is refused; the message that failed keeps its own cause (R-NAK-8).
+        nak(c, d, s.failed_known && d.msg_seq == s.failed_msg ? s.failed_syndrome : Syndrome::stream_error);
+        return Placed::refused;
     }
     if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
     if (d.msg_seq - s.rx_next >= s.depth) return Placed::stale;  // R-STREAM-5: beyond stream_depth
@@ -527,7 +537,12 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     } else if (m.msg_seq != d.msg_seq) {
         return Placed::stale;
     }
-    if (m.complete) return Placed::ok;  // an errored message: the rest of it is dropped
+    if (m.complete) {
+        // Every byte of a successful message is already carried by other CSNs (R-DATA-10).
+        if (m.status == WcStatus::success) return Placed::stale;
+        nak(c, d, m.syndrome);  // R-NAK-1, R-ACK-8: every packet of a failed message is refused
+        return Placed::refused;
+    }
     // The packet that fails a message is refused, not acked (R-NAK-1). (A
     // member, not a capturing lambda: building the closure cost every packet.)
     auto fail = [&](Syndrome syn, WcStatus st_local) { return fail_msg(c, s, sidx, m, d, syn, st_local); };
@@ -607,10 +622,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
 
 Engine::Impl::Placed Engine::Impl::fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
                                             Syndrome syn, WcStatus st_local) {
-    if (!m.nak_sent) {
-        nak(c, d, syn);
-        m.nak_sent = true;
-    }
+    nak(c, d, syn);
     m.status = st_local;
     m.syndrome = syn;
     m.complete = true;
@@ -700,6 +712,10 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
 }
 
 void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
+    if (pk.nak.syndrome == Syndrome::rnr) {
+        rx_rnr_nak(c, pk.nak);
+        return;
+    }
     ++c.st.naks_received;
     resolve_refused(c, pk.nak);
     Stream* s = c.find_stream(pk.nak.stream_id);
@@ -755,22 +771,66 @@ static void advance_una(TxPath& p);
 // resolves it: resolved without delivery, it leaves the retransmission queue
 // (its state is no longer lost), frees its path slot and its CSN.
 void Engine::Impl::resolve_refused(Conn& c, const wire::NakHeader& n) {
+    if (TxPkt* t = unresolved_request(c, n)) settle(c, *t);
+}
+
+// The request packet a NAK names, if it is still unresolved (in flight, or
+// declared lost and queued for a resend): csn, stream and msg_seq must match.
+TxPkt* Engine::Impl::unresolved_request(Conn& c, const wire::NakHeader& n) {
     TxPkt& t = c.txpkts[n.csn & (c.txpkts.size() - 1)];
     if (t.csn != n.csn || !t.is_request || t.msg_seq != n.msg_seq || c.streams[t.stream_idx].id != n.stream_id)
-        return;
-    if (t.state == CsnState::inflight) {
-        TxPath& p = c.paths[t.path];
-        PathTxSlot& sl = p.ring[t.psn & (kPathRing - 1)];
-        if (sl.state == TxSlotState::inflight && sl.csn == t.csn) {
-            sl.state = TxSlotState::acked;
-            --p.inflight;
-            advance_una(p);
-        }
-    } else if (t.state != CsnState::lost) {
-        return;
+        return nullptr;
+    if (t.state != CsnState::inflight && t.state != CsnState::lost) return nullptr;
+    return &t;
+}
+
+// The path slot of the packet's latest transmission, if still in flight, is
+// resolved without delivery: path_floor moves past it (R-PATH-6).
+void Engine::Impl::settle_slot(Conn& c, TxPkt& t) {
+    if (t.state != CsnState::inflight) return;
+    TxPath& p = c.paths[t.path];
+    PathTxSlot& sl = p.ring[t.psn & (kPathRing - 1)];
+    if (sl.state == TxSlotState::inflight && sl.csn == t.csn) {
+        sl.state = TxSlotState::acked;
+        --p.inflight;
+        advance_una(p);
     }
+}
+
+// Resolved without delivery: it leaves the retransmission queues and frees its CSN.
+void Engine::Impl::settle(Conn& c, TxPkt& t) {
+    settle_slot(c, t);
     t.state = CsnState::delivered;
     advance_csn_una(c);
+}
+
+// R-NAK-10: the responder refused the packet as receiver-not-ready (its stream
+// not created yet, or no receive posted for it). Not loss and not an error:
+// the packet is set aside and sent again after rnr_delay, at most rnr_retry
+// times (7: forever), after which its WR fails with rnr_retry_exc_err.
+void Engine::Impl::rx_rnr_nak(Conn& c, const wire::NakHeader& n) {
+    TxPkt* tp = unresolved_request(c, n);
+    if (!tp) return;  // resolved meanwhile, or a stale or forged NAK
+    TxPkt& t = *tp;
+    ++c.st.rnr_naks_received;
+    Stream& s = c.streams[t.stream_idx];
+    SendWqe& w = s.sq[t.sq_slot];
+    const bool outstanding = w.active && w.msg_seq == t.msg_seq && !w.done && !s.error;
+    if (!outstanding) {
+        settle(c, t);  // its WR was flushed: nothing waits for it
+        return;
+    }
+    if (cfg.rnr_retry < 7 && t.rnr_tries >= cfg.rnr_retry) {
+        settle(c, t);
+        stream_error(c, s, t.msg_seq, WcStatus::rnr_retry_exc_err);
+        return;
+    }
+    ++t.rnr_tries;
+    settle_slot(c, t);
+    t.state = CsnState::rnr_wait;
+    const Time due = last_now + cfg.rnr_delay;
+    c.rnr.push(Conn::RnrWait{t.csn, due});  // sized to the CSN window: never full
+    next_timer = std::min(next_timer, due);
 }
 
 void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {

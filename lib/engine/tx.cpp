@@ -598,6 +598,27 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     }
 }
 
+// R-NAK-10: packets refused as receiver-not-ready go back to the resend
+// queue when their delay ends; those whose WR was flushed meanwhile are settled.
+void Engine::Impl::rnr_timers(Conn& c, Time now, Time& next) {
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    while (!c.rnr.empty() && now >= c.rnr.front().due) {
+        const uint32_t csn = c.rnr.front().csn;
+        c.rnr.drop_front();
+        TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn != csn || t.state != CsnState::rnr_wait) continue;
+        const Stream& s = c.streams[t.stream_idx];
+        const SendWqe& w = s.sq[t.sq_slot];
+        if (s.error || !w.active || w.msg_seq != t.msg_seq || w.done) {
+            settle(c, t);
+            continue;
+        }
+        t.state = CsnState::lost;
+        c.retx.push(csn);
+    }
+    if (!c.rnr.empty()) next = std::min(next, c.rnr.front().due);
+}
+
 bool Engine::Impl::wants_timer(const Conn& c) {
     if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
     if (c.state != ConnState::established) return false;
@@ -653,6 +674,7 @@ void Engine::Impl::timers(Time now) {
             }
             next = std::min(next, c->last_rx + cfg.conn_timeout);
         }
+        if (!c->rnr.empty()) rnr_timers(*c, now, next);
         for (uint16_t pi = 0; pi < c->paths.size(); ++pi) {
             TxPath& p = c->paths[pi];
             if (p.state == PathStateKind::failed) {

@@ -76,6 +76,7 @@ const char* to_string(Syndrome s) noexcept {
     case Syndrome::invalid_request: return "invalid_request";
     case Syndrome::remote_op_error: return "remote_op_error";
     case Syndrome::stream_error: return "stream_error";
+    case Syndrome::rnr: return "rnr";
     }
     return "unknown";
 }
@@ -173,7 +174,7 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
         k = NakHeader{};
         k.stream_id = get32(p + 16);
         k.msg_seq = get32(p + 20);
-        if (p[24] < uint8_t(Syndrome::rkey_invalid) || p[24] > uint8_t(Syndrome::stream_error))
+        if (p[24] < uint8_t(Syndrome::rkey_invalid) || p[24] > uint8_t(Syndrome::rnr))
             return DecodeError::inconsistent;
         k.syndrome = Syndrome(p[24]);
         if (!valid_opcode(p[25])) return DecodeError::bad_opcode;

@@ -20,7 +20,7 @@ TYPES = {"DATA": 1, "ACK": 2, "NAK": 3, "PROBE": 4, "PROBE_REPLY": 5,
 OPCODES = {"SEND": 1, "SEND_IMM": 2, "WRITE": 3, "WRITE_IMM": 4, "READ_REQ": 5,
            "READ_RESP": 6, "ATOMIC_CAS": 7, "ATOMIC_FADD": 8, "ATOMIC_RESP": 9}
 SYNDROMES = {"rkey_invalid": 1, "pd_mismatch": 2, "access_denied": 3, "out_of_range": 4,
-             "invalid_stream": 5, "invalid_request": 6, "remote_op_error": 7, "stream_error": 8}
+             "invalid_stream": 5, "invalid_request": 6, "remote_op_error": 7, "stream_error": 8, "rnr": 9}
 
 COMMON = ["type", "dst_conn", "src_conn", "path_id"]
 DATA = ["psn", "csn", "opcode", "dflags", "payload_len", "stream_id", "msg_seq", "msg_len",
@@ -185,6 +185,9 @@ VECTORS = [
     ("nak_invalid_stream", "NAK: SEND to a stream the responder does not know",
      dict(type="NAK", dst_conn=A, src_conn=B, path_id=0, stream_id=99, msg_seq=0,
           syndrome="invalid_stream", opcode="SEND", csn=1234)),
+    ("nak_rnr", "NAK: receiver not ready, a WRITE of stream 12 the responder has not created yet (R-NAK-10)",
+     dict(type="NAK", dst_conn=A, src_conn=B, path_id=1, stream_id=12, msg_seq=0,
+          syndrome="rnr", opcode="WRITE", csn=77)),
     ("probe", "PROBE of failed path 2",
      dict(type="PROBE", dst_conn=B, src_conn=A, path_id=2, probe_seq=17, ts=0x01234567)),
     ("probe_reply", "PROBE_REPLY echoing probe 17",

@@ -242,7 +242,7 @@ TEST_CASE("to_string names", "[wire]") {
     CHECK(std::string(to_string(Syndrome(0))) == "unknown");
     for (PacketType t : kAllTypes) CHECK(std::string(to_string(t)) != "UNKNOWN");
     for (Opcode o : kAllOpcodes) CHECK(std::string(to_string(o)) != "UNKNOWN");
-    for (int s = 1; s <= 8; ++s) CHECK(std::string(to_string(Syndrome(s))) != "unknown");
+    for (int s = 1; s <= 9; ++s) CHECK(std::string(to_string(Syndrome(s))) != "unknown");
 }
 
 TEST_CASE("data round trip, every opcode, every field", "[wire][data]") {
@@ -375,7 +375,7 @@ TEST_CASE("ack round trip", "[wire][ack]") {
 
 TEST_CASE("nak round trip, every syndrome", "[wire][nak]") {
     const CommonHeader c = common(PacketType::nak, 9);
-    for (int s = 1; s <= 8; ++s) {
+    for (int s = 1; s <= 9; ++s) {
         NakHeader k = valid_nak();
         k.syndrome = Syndrome(s);
         const Bytes b = encode(c, k);
@@ -906,7 +906,7 @@ TEST_CASE("inconsistent: ACK ce_count above rx_count", "[wire][errors]") {
 }
 
 TEST_CASE("inconsistent: NAK syndrome out of range (R-NAK-2)", "[wire][errors]") {
-    for (int s : {0, 9, 0x80, 0xFF}) {
+    for (int s : {0, 10, 0x80, 0xFF}) {
         CAPTURE(s);
         NakHeader k = valid_nak();
         k.syndrome = Syndrome(s);

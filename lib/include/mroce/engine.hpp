@@ -45,6 +45,7 @@ enum class WcStatus : uint8_t {
     rem_op_err,
     wr_flush_err,       // flushed because the stream entered the error state
     transport_err,      // connection lost (peer silent past conn_timeout)
+    rnr_retry_exc_err,  // receiver not ready after rnr_retry retries (R-NAK-10)
 };
 const char* to_string(WcStatus s) noexcept;
 
@@ -142,7 +143,8 @@ struct ConnStats {
     uint64_t duplicates = 0;      // received CSNs already seen (R-CSN-3)
     uint64_t naks_sent = 0;
     uint64_t naks_received = 0;
-    uint64_t rnr_drops = 0;       // SEND for a receive not yet posted (R-SEND-4)
+    uint64_t rnr_drops = 0;       // packets refused as receiver-not-ready: receive not posted, stream not created (R-NAK-10)
+    uint64_t rnr_naks_received = 0;  // RNR NAKs that set one of our packets aside for a retry (R-NAK-10)
 };
 
 // Counted drops of packets the engine could not attribute or accept (R-ERR-*).
@@ -183,6 +185,10 @@ struct EngineConfig {
     uint32_t fail_after_timeouts = 3;    // consecutive RTOs that retire a path (R-PATH-9)
     Time probe_interval = 1'000'000;     // probe a failed path this often
     Time conn_timeout = 2'000'000'000;   // peer silent this long with work outstanding: error
+    // R-NAK-10: a packet the peer refused as receiver-not-ready is sent again
+    // after rnr_delay, at most rnr_retry times (verbs' rnr_retry: 7 = forever).
+    Time rnr_delay = 100'000;
+    uint8_t rnr_retry = 7;
     Time connect_retry = 10'000'000;     // CONNECT_REQ resend interval
     Time hint_interval = 0;              // fair-share update period; 0 = 4 * min_rto
     Time ack_delay = 0;                  // hold acks at most this long (0: ack every rx burst)

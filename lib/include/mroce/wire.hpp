@@ -75,6 +75,7 @@ enum class Syndrome : uint8_t {
     invalid_request = 6,
     remote_op_error = 7,
     stream_error = 8,
+    rnr = 9,             // receiver not ready: retry later, not an error (R-NAK-10)
 };
 
 struct CommonHeader {
