@@ -28,8 +28,12 @@ using mroce::test::fnv;
 
 namespace {
 
+// Hostile responder axis: one protection error per stream, at a random WR.
+enum class Fault : uint8_t { none, bad_rkey, out_of_range, bad_recv_lkey, short_recv };
+
 struct Msg {
     OpKind op;
+    Fault fault = Fault::none;
     uint32_t len;
     size_t src_off;    // in the side that holds the source bytes
     size_t dst_off;
@@ -48,6 +52,11 @@ struct Shape {
     uint32_t depth = 256;       // stream_depth and recv_depth; the CQs hold depth * streams
     uint32_t per_stream = 0;    // messages per stream; 0: max(4, 160 / streams)
     bool wrap = false;
+    // At a random WR of most streams: a bad rkey or an out-of-range address
+    // (R-MEM-3), or for a SEND a receive with a bad lkey (R-SEND-7) or too
+    // short (R-SEND-5). That WR fails with its own status, everything after
+    // it flushes, nothing after it executes (R-ACK-8, R-STREAM-2, R-STREAM-8).
+    bool hostile = false;
 };
 
 void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
@@ -128,7 +137,22 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             m.wr_id = next_id++;
             msgs[s].push_back(m);
         }
+        if (shape.hostile && rng.next() % 4 != 0) {
+            Msg& m = msgs[s][rng.next() % per_stream];
+            const bool alt = (rng.next() & 1) != 0;
+            if (m.op == OpKind::send || m.op == OpKind::send_imm) {
+                if (m.len == 0) m.len = 1;  // a 0-byte receive has no buffer to be bad (R-MEM-4)
+                m.fault = alt && m.len > 1 ? Fault::short_recv : Fault::bad_recv_lkey;
+            } else {
+                m.fault = alt && m.len > 0 ? Fault::out_of_range : Fault::bad_rkey;
+            }
+        }
     }
+    auto fault_of = [&](uint32_t s) {
+        for (size_t k = 0; k < msgs[s].size(); ++k)
+            if (msgs[s][k].fault != Fault::none) return k;
+        return msgs[s].size();
+    };
     // Receives in order (one per receive-consuming message), then sends in
     // order, each as far as its queue has room; the rest as room frees.
     auto consumes_recv = [](OpKind op) {
@@ -162,6 +186,8 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             w.remote_addr = base_b + m.dst_off;
             w.rkey = mrb.rkey;
         }
+        if (m.fault == Fault::bad_rkey) w.rkey ^= 0x00ff0000u;
+        if (m.fault == Fault::out_of_range) w.remote_addr = base_b + kMem;  // just past the region
         return ea.post_send(ca, 1000 + s, w);
     };
     auto post_more = [&] {
@@ -174,6 +200,8 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
                 r.addr = base_b + m.dst_off;
                 r.length = m.op == OpKind::write_imm ? 0 : m.len;
                 r.lkey = mrb.lkey;
+                if (m.fault == Fault::bad_recv_lkey) r.lkey ^= 0x00ff0000u;
+                if (m.fault == Fault::short_recv) r.length = m.len - 1;
                 const Status st = eb.post_recv(cb, 1000 + s, r);
                 if (st == Status::queue_full) break;
                 REQUIRE(st == Status::ok);
@@ -237,9 +265,34 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         REQUIRE(sc.size() == msgs[s].size());
         size_t ri = 0;
         const auto& rc = recvd[1000 + s];
+        const size_t bad = fault_of(s);
         for (size_t k = 0; k < msgs[s].size(); ++k) {
             const Msg& m = msgs[s][k];
+            INFO("stream " << s << " WR " << k << " op " << int(m.op) << " faulty WR " << bad);
             CHECK(sc[k].wr_id == m.wr_id);  // exactly once, in order
+            if (k >= bad) {
+                // R-NAK-4 for the faulty WR; R-STREAM-8 for every later one.
+                static constexpr WcStatus kExpect[] = {WcStatus::wr_flush_err, WcStatus::rem_access_err,
+                                                       WcStatus::rem_access_err, WcStatus::rem_op_err,
+                                                       WcStatus::rem_inv_req_err};
+                CHECK(to_string(sc[k].status) == to_string(kExpect[size_t(m.fault)]));
+                if (consumes_recv(m.op)) {
+                    // The faulty SEND reports its cause on its receive (R-SEND-5, R-SEND-7); the rest flush.
+                    const WcStatus want = m.fault == Fault::bad_recv_lkey ? WcStatus::loc_prot_err
+                                          : m.fault == Fault::short_recv  ? WcStatus::loc_len_err
+                                                                          : WcStatus::wr_flush_err;
+                    REQUIRE(ri < rc.size());
+                    CHECK(rc[ri].wr_id == m.wr_id);
+                    CHECK(to_string(rc[ri].status) == to_string(want));
+                    ++ri;
+                }
+                if (m.op == OpKind::atomic_cas || m.op == OpKind::atomic_fadd) {
+                    uint64_t mem;
+                    std::memcpy(&mem, mb.data() + m.dst_off, 8);
+                    CHECK(mem == m.atomic_init);  // nothing executes at or after the fault
+                }
+                continue;
+            }
             CHECK(sc[k].status == WcStatus::success);
             switch (m.op) {
             case OpKind::write:
@@ -280,6 +333,14 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         CHECK(ri == rc.size());
     }
     CHECK(ea.stats().cq_overflows + eb.stats().cq_overflows == 0);  // the CQs were sized for the depths
+    if (shape.hostile) {
+        size_t faults = 0;
+        for (uint32_t s = 0; s < nstreams; ++s) faults += fault_of(s) < msgs[s].size();
+        ConnStats sb;
+        REQUIRE(eb.conn_stats(cb, sb) == Status::ok);
+        CHECK((faults > 0) == (sb.naks_sent > 0));
+        if (nstreams >= 8) CHECK(faults > 0);
+    }
     ConnStats st;
     REQUIRE(ea.conn_stats(ca, st) == Status::ok);
     if (loss >= 0.1) CHECK(st.retransmits > 0);  // at 1% a small run may lose only control packets
@@ -340,6 +401,18 @@ TEST_CASE("integrity, wrap axis: depths 3, 500, 1000 across the 32-bit counter w
     INFO("depth " << depth << " streams " << streams << " loss " << loss << " pipeline "
                   << (arr == Arrangement::pipeline));
     run_matrix(streams, 4, loss, 3 + depth * 13 + streams * 31 + uint64_t(loss * 1000), arr, shape);
+}
+
+// The hostile responder axis (Shape::hostile): protection errors at random
+// WRs of most streams, in both arrangements, under loss and duplication.
+TEST_CASE("integrity, hostile responder axis: protection errors among the WRs", "[engine][integrity][hostile]") {
+    const Arrangement arr = GENERATE(Arrangement::run_to_completion, Arrangement::pipeline);
+    const double loss = GENERATE(0.0, 0.01, 0.10);
+    const uint32_t streams = GENERATE(1u, 8u, 64u);
+    Shape shape;
+    shape.hostile = true;
+    INFO("streams " << streams << " loss " << loss << " pipeline " << (arr == Arrangement::pipeline));
+    run_matrix(streams, 4, loss, 5 + streams * 31 + uint64_t(loss * 1000), arr, shape);
 }
 
 // Hidden: one combination from MROCE_COMBO="streams,paths,loss" (debugging aid).
