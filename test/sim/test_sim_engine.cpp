@@ -299,3 +299,77 @@ TEST_CASE("incast: four engines WRITE into one through a shared ECN queue", "[si
     // 4 x 25 Gbit/s into 25: the whole transfer cannot beat the bottleneck.
     CHECK(seconds >= double(kSenders * len) * 8 / 25e9);
 }
+
+// R-ACK-8 on the simulated fabric, with no injected fault at all: B's NAKs
+// (sent on path 0) and path 0's ACKs return over a 2 ms reverse link while
+// the other paths' ACKs take microseconds, so every NAK is overtaken by ACKs
+// of later packets. B's stream 2 is in ERROR before A sends (B's own post
+// failed its local check); stream 1 is healthy. 1% loss on every link in the
+// second run. Every success is verified; stream 2 never succeeds.
+TEST_CASE("sim: a NAK on a slow reverse path never loses to ACKs on fast ones", "[sim][engine][completion]") {
+    const double loss = GENERATE(0.0, 0.01);
+    const bool cc_stage = GENERATE(false, true);
+    INFO("loss " << loss << " CC stage " << cc_stage);
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    cfg.offload_cc = cc_stage;
+    constexpr size_t kSlot = 32768, kLen = 20000;
+    constexpr uint32_t kWrs = 40;
+    Side a(cfg, kSlot * kWrs), b(cfg, kSlot * kWrs);
+    Fabric fab(21 + uint64_t(loss * 100) + cc_stage);
+    a.host = fab.add_host(a.eng);
+    b.host = fab.add_host(b.eng);
+    PairConfig pc;
+    pc.paths = 4;
+    pc.link.rate_bps = 25'000'000'000;
+    pc.link.delay = 2'000;
+    pc.link.capacity_bytes = 1 << 20;
+    pc.link.loss = loss;
+    const PairTopology topo = build_pair(fab, a.host, b.host, pc);
+    REQUIRE(connect(fab, a, b));
+    fab.link(topo.reverse[0]).set_delay(2'000'000);
+    for (uint32_t s : {1u, 2u}) {
+        REQUIRE(a.eng.create_stream(a.conn, s, a.pd, a.cq, a.cq) == Status::ok);
+        REQUIRE(b.eng.create_stream(b.conn, s, b.pd, b.cq, b.cq) == Status::ok);
+    }
+    SendWr bad;
+    bad.op = OpKind::write;
+    bad.local_addr = b.addr();
+    bad.length = 64;
+    bad.lkey = b.mr.lkey ^ 0x00ff0000u;  // R-MEM-4: B's stream 2 enters ERROR at post
+    REQUIRE(b.eng.post_send(b.conn, 2, bad) == Status::ok);
+    for (uint32_t k = 0; k < kWrs; ++k) {
+        for (size_t i = 0; i < kLen; ++i) a.mem[k * kSlot + i] = uint8_t(i * 7 + k * 13 + (i >> 8));
+        SendWr w;
+        w.wr_id = k;
+        w.op = OpKind::write;
+        w.local_addr = a.addr(k * kSlot);
+        w.length = uint32_t(kLen);
+        w.lkey = a.mr.lkey;
+        w.remote_addr = b.addr(k * kSlot);
+        w.rkey = b.mr.rkey;
+        REQUIRE(a.eng.post_send(a.conn, 1 + (k & 1), w) == Status::ok);
+    }
+    std::vector<Completion> got;
+    REQUIRE(fab.run_until(
+        [&] {
+            Completion c[16];
+            for (size_t n; (n = a.eng.poll_cq(a.cq, c, 16)) > 0;) got.insert(got.end(), c, c + n);
+            return got.size() >= kWrs;
+        },
+        fab.now() + 20'000'000'000ull));
+    REQUIRE(got.size() == kWrs);
+    size_t ok1 = 0, err2 = 0;
+    for (const Completion& c : got) {
+        INFO("WR " << c.wr_id << " stream " << c.stream << " " << to_string(c.status));
+        if (c.status == WcStatus::success)
+            CHECK(std::memcmp(a.mem.data() + c.wr_id * kSlot, b.mem.data() + c.wr_id * kSlot, kLen) == 0);
+        if (c.stream == 1) ok1 += c.status == WcStatus::success;
+        if (c.stream == 2) err2 += c.status != WcStatus::success;
+    }
+    CHECK(ok1 == kWrs / 2);
+    CHECK(err2 == kWrs / 2);
+    ConnStats sa;
+    REQUIRE(a.eng.conn_stats(a.conn, sa) == Status::ok);
+    CHECK(sa.naks_received > 0);
+}
