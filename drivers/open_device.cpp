@@ -19,14 +19,14 @@ namespace {
 
 class UdpTransport final : public Transport {
 public:
-    UdpTransport(const udp::UdpConfig& uc, udp::IdlePolicy ip) : port_(uc), waiter_(ip) {}
-    Time now() noexcept override { return udp::monotonic_ns(); }
-    size_t recv_burst(RxPacket* out, size_t max) override { return port_.recv_burst(out, max); }
+    UdpTransport(const udp::UdpConfig& uc, udp::IdlePolicy ip) : port_(uc), io_(port_, ip) {}
+    Time now() noexcept override { return io_.now(); }
+    size_t recv_burst(RxPacket* out, size_t max) override { return io_.recv_burst(out, max); }
     size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) override {
-        return port_.send_burst(pkts, n, unsent);
+        return io_.send_burst(pkts, n, unsent);
     }
-    bool idle(bool active, Time now, Time deadline) override { return waiter_.idle(port_, active, now, deadline); }
-    void wake() override { port_.wake(); }
+    bool idle(bool active, Time now, Time deadline) override { return io_.idle(active, now, deadline); }
+    void wake() override { io_.wake(); }
     uint32_t resolve_peer(const std::string& ip, uint16_t port) override {
         try {
             return port_.add_peer(ip, port);
@@ -64,7 +64,7 @@ public:
 
 private:
     udp::UdpPort port_;
-    udp::IdleWaiter waiter_;
+    udp::UdpDrivePort io_;   // what the drive loop would use directly: sockets, idle policy, clock
 };
 
 }  // namespace

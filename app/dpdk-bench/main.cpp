@@ -241,6 +241,9 @@ struct EngineSide {
     std::unique_ptr<DpdkPort> port;
     std::unique_ptr<Engine> eng;
     std::unique_ptr<EngineLoop<Engine>> loop;
+    // Pipeline mode, A: only the CC core on the worker lcore, copies inline.
+    using CcLoop = DriveLoop<QueuePort, Engine, Pipeline<NoStage, CcRings>>;
+    std::unique_ptr<CcLoop> ccloop;
     // Pipeline mode: the receiver's copies on the worker lcore (deferred
     // placement); both engines' congestion-control cores there too (offload_cc).
     std::unique_ptr<PlacementRings> rings;
@@ -279,9 +282,8 @@ struct EngineRun {
     // Sender pass: loop step, completions, refill.
     void sender_step() {
         EngineSide& a = s[0];
-        if (a.cc) cc_exchange(*a.eng, *a.cc);   // views first: this step's TX schedules on them
-        a.loop->step(a.loop->now());
-        if (a.cc) cc_exchange(*a.eng, *a.cc);
+        if (a.ccloop) a.ccloop->step(a.ccloop->now());
+        else a.loop->step(a.loop->now());
     }
     void sender_pass() {
         EngineSide& a = s[0];
@@ -353,10 +355,15 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, boo
         }
         if (ec.deferred_placement) {
             sd.rings = std::make_unique<PlacementRings>(fmt::format("b_pl{}", idx), sd.eng->config().place_depth);
-            sd.ploop = std::make_unique<PipelineLoop<Engine>>(*sd.port, *sd.eng, *sd.rings, *sd.cc);
+            sd.ploop = std::make_unique<PipelineLoop<Engine>>(
+                QueuePort(*sd.port), *sd.eng, Pipeline<PlacementRings, CcRings>{sd.rings.get(), sd.cc.get()});
             placement.stage.add(*sd.rings);
+        } else if (ec.offload_cc) {
+            sd.ccloop = std::make_unique<EngineSide::CcLoop>(QueuePort(*sd.port), *sd.eng,
+                                                             Pipeline<NoStage, CcRings>{nullptr, sd.cc.get()});
+        } else {
+            sd.loop = std::make_unique<EngineLoop<Engine>>(QueuePort(*sd.port), *sd.eng);
         }
-        sd.loop = std::make_unique<EngineLoop<Engine>>(*sd.port, *sd.eng);
         sd.mem.assign(size_t(EngineRun::kDepth) * EngineRun::kMsg, uint8_t(i));
         sd.pd = sd.eng->alloc_pd();
         if (sd.eng->create_cq(1 << 12, sd.cq) != Status::ok ||
@@ -428,6 +435,7 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, boo
     res.goodput_bytes = goodput_bytes;
     for (auto& sd : r.s) {
         sd.ploop.reset();
+        sd.ccloop.reset();
         sd.rings.reset();
         sd.cc.reset();
         sd.loop.reset();

@@ -51,6 +51,11 @@ DeviceConfig with_segment_size(const DeviceConfig& cfg, const Transport* t) {
     return c;
 }
 
+Transport& transport_of(const std::unique_ptr<Transport>& t, const std::string& name) {
+    if (!t) throw Error("mroce: device '" + name + "': no transport");
+    return *t;
+}
+
 }  // namespace
 
 uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
@@ -62,9 +67,7 @@ uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
 
 Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
     : cfg_(with_segment_size(cfg, t.get())), tr_(std::move(t)), eng_(cfg_.engine),
-      rx_(new RxPacket[kRxBurst]), tx_(new TxPacket[kTxBurst]), retry_(new TxPacket[kTxBurst]),
-      unsent_(new uint32_t[kTxBurst]) {
-    if (!tr_) throw Error("mroce: device '" + cfg.name + "': no transport");
+      loop_(transport_of(tr_, cfg.name), eng_, {}, Bursts{kRxBurst, kTxBurst}) {
     rng_ = cfg.inject_seed ? cfg.inject_seed : 0x9E3779B97F4A7C15ull;
     loss_thr_ = threshold(cfg.inject_loss);
     ce_thr_ = threshold(cfg.inject_ce);
@@ -93,7 +96,7 @@ void Device::engine_thread() {
         {
             std::lock_guard<std::mutex> g(mu_);
             moved = step_locked(now);
-            deadline = eng_.next_deadline(now);
+            deadline = loop_.next_deadline(now);
         }
         sleeping_.store(true, std::memory_order_relaxed);
         // A post between the unlock and here makes tx pending: do not sleep through it.
@@ -111,57 +114,41 @@ void Device::engine_thread() {
     }
 }
 
+// The loop's hooks: the test fault injector on what was received, and the
+// connection events (streams of incoming connections) before transmit.
+struct Device::LoopHooks {
+    Device& d;
+    size_t received(RxPacket* rx, size_t n) noexcept { return d.inject_faults(rx, n); }
+    void before_tx(Time) { d.handle_events_locked(); }
+};
+
 size_t Device::step_locked(Time now) {
     ++dst_.passes;
-    size_t moved = 0;
-    size_t nrx = tr_->recv_burst(rx_.get(), kRxBurst);
-    if (nrx && (loss_thr_ | ce_thr_)) {
-        // TEST ONLY: the injector draws per packet, but only when enabled.
-        size_t k = 0;
-        for (size_t i = 0; i < nrx; ++i) {
+    LoopHooks h{*this};
+    return loop_.step(now, h);
+}
+
+size_t Device::inject_faults(RxPacket* rx, size_t n) noexcept {
+    if (!n || !(loss_thr_ | ce_thr_)) return n;
+    // TEST ONLY: the injector draws per packet, but only when enabled.
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+        rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
+        if (loss_thr_ && rng_ < loss_thr_) {
+            ++dst_.injected_drops;
+            continue;
+        }
+        rx[k] = rx[i];
+        if (ce_thr_) {
             rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
-            if (loss_thr_ && rng_ < loss_thr_) {
-                ++dst_.injected_drops;
-                continue;
+            if (rng_ < ce_thr_ && !rx[k].ce) {
+                rx[k].ce = 1;
+                ++dst_.injected_ce;
             }
-            rx_[k] = rx_[i];
-            if (ce_thr_) {
-                rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
-                if (rng_ < ce_thr_ && !rx_[k].ce) {
-                    rx_[k].ce = 1;
-                    ++dst_.injected_ce;
-                }
-            }
-            ++k;
         }
-        moved += nrx - k;
-        nrx = k;
+        ++k;
     }
-    if (nrx) eng_.rx_burst(rx_.get(), nrx, now);
-    moved += nrx;
-    handle_events_locked();
-    // Packets refused last pass (socket buffer full) get one more chance; after
-    // that the engine's loss recovery owns them, as for any loss.
-    if (nretry_) {
-        const size_t n = nretry_;
-        nretry_ = 0;
-        const size_t s = tr_->send_burst(retry_.get(), n, unsent_.get());
-        moved += s;
-        dst_.tx_retry_dropped += n - s;
-        if (s < n) return moved;
-    }
-    for (;;) {
-        const size_t n = eng_.tx_burst(tx_.get(), kTxBurst, now);
-        if (n == 0) break;
-        const size_t s = tr_->send_burst(tx_.get(), n, unsent_.get());
-        moved += n;
-        if (s < n) {
-            for (size_t i = 0; i < n - s; ++i) retry_[nretry_++] = tx_[unsent_[i]];
-            break;
-        }
-        if (n < kTxBurst) break;
-    }
-    return moved;
+    return k;
 }
 
 void Device::handle_events_locked() {
@@ -193,7 +180,7 @@ void Device::idle(bool active) {
         return;
     }
     const Time now = tr_->now();
-    if (tr_->idle(active || eng_.tx_pending(now), now, eng_.next_deadline(now))) ++dst_.blocks;
+    if (loop_.idle(active || eng_.tx_pending(now), now)) ++dst_.blocks;
 }
 
 uint32_t Device::alloc_pd() {
@@ -291,7 +278,9 @@ TransportStats Device::transport_stats() const {
 }
 DeviceStats Device::device_stats() const {
     MaybeLock g(mu_, thr_.joinable());
-    return dst_;
+    DeviceStats s = dst_;
+    s.tx_retry_dropped = loop_.retry_dropped();
+    return s;
 }
 
 // ---------------------------------------------------------------------------

@@ -116,12 +116,12 @@ inline int run_proc_side(const ProcSide& ps) {
         Engine eng(cfg);
         LossyEngine lossy(eng, ps.loss, ps.seed * (ps.requester ? 3 : 5) + 1);
         if (!ps.pipeline) {
-            dpdk::EngineLoop<LossyEngine> loop(dp, lossy);
+            dpdk::EngineLoop<LossyEngine> loop(dpdk::QueuePort(dp), lossy);
             return run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [] { return uint64_t(0); });
         }
         dpdk::PlacementRings rings("proc_pl", eng.config().place_depth);
         dpdk::CcRings cc_rings("proc_cc", eng.config().cc);
-        dpdk::PipelineLoop<LossyEngine> loop(dp, lossy, rings, cc_rings);
+        dpdk::PipelineLoop<LossyEngine> loop(dpdk::QueuePort(dp), lossy, {&rings, &cc_rings});
         dpdk::PlacementStage placement;
         placement.add(rings);
         dpdk::CcStage cc;
@@ -135,7 +135,7 @@ inline int run_proc_side(const ProcSide& ps) {
             dpdk::StageLcore<dpdk::PlacementStage> on_lc(placement, lc);
             dpdk::StageLcore<dpdk::CcStage> on_lc_cc(cc, lc_cc);
             rc = run_proc_loop(ps, eng, lossy, dp, loop, u0, deadline, [&] { return loop.outstanding(); });
-            while (eng.cc_feedback_waiting()) dpdk::cc_exchange(lossy, cc_rings);
+            while (eng.cc_feedback_waiting()) cc_rings.exchange(lossy);
         }
         if (rc != 0) return rc;
         std::printf("%s: pipeline: %llu window records on CC lcore %u\n", who,

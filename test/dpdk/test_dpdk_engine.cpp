@@ -56,7 +56,7 @@ struct World {
             Side& sd = s[i];
             sd.port = std::make_unique<DpdkPort>(c);
             sd.eng = std::make_unique<Engine>(EngineConfig{});
-            sd.loop = std::make_unique<EngineLoop<Engine>>(*sd.port, *sd.eng);
+            sd.loop = std::make_unique<EngineLoop<Engine>>(QueuePort(*sd.port), *sd.eng);
             sd.pd = sd.eng->alloc_pd();
             REQUIRE(sd.eng->create_cq(1 << 12, sd.cq) == Status::ok);
             REQUIRE(sd.eng->register_mr(sd.pd, sd.mem.data(), sd.mem.size(),

@@ -97,14 +97,14 @@ void run_case(double loss, uint64_t seed, Arrangement arr) {
     Engine ea(cfg), eb(cfg);
     LossyEngine la(ea, loss, seed * 3 + 1), lb(eb, loss, seed * 5 + 2);
     if (arr == Arrangement::run_to_completion) {
-        EngineLoop<LossyEngine> loop_a(*P.p[0], la), loop_b(*P.p[1], lb);
+        EngineLoop<LossyEngine> loop_a(QueuePort(*P.p[0]), la), loop_b(QueuePort(*P.p[1]), lb);
         drive(loss, seed, ea, eb, la, lb, loop_a, loop_b, w, mem, base, u0, [] { return uint64_t(0); });
         CHECK(ea.stats().place_jobs + eb.stats().place_jobs == 0);
         CHECK(ea.stats().cc_feedback + eb.stats().cc_feedback == 0);
     } else {
         PlacementRings ra("pl_a", cfg.place_depth), rb("pl_b", cfg.place_depth);
         CcRings cca("cc_a", ea.config().cc), ccb("cc_b", eb.config().cc);
-        PipelineLoop<LossyEngine> loop_a(*P.p[0], la, ra, cca), loop_b(*P.p[1], lb, rb, ccb);
+        PipelineLoop<LossyEngine> loop_a(QueuePort(*P.p[0]), la, {&ra, &cca}), loop_b(QueuePort(*P.p[1]), lb, {&rb, &ccb});
         uint64_t copies = 0, cc_records = 0;
         PlacementStage placement;   // both engines' copies on lcore 1
         placement.add(ra);
@@ -120,8 +120,8 @@ void run_case(double loss, uint64_t seed, Arrangement arr) {
                   [&] { return loop_a.outstanding() + loop_b.outstanding(); });
             // Hand over the last feedback; the CC lcore stops once its rings are empty.
             while (ea.cc_feedback_waiting() + eb.cc_feedback_waiting()) {
-                cc_exchange(la, cca);
-                cc_exchange(lb, ccb);
+                cca.exchange(la);
+                ccb.exchange(lb);
             }
         }
         copies = placement.copies();

@@ -67,35 +67,10 @@ Eal& eal() {
     return e;
 }
 
-// The native API's pass (Device::step_locked) over every queue of the port.
-struct QueuesLoop {
-    DpdkPort& port;
-    LossyEngine& eng;
-    RxPacket rx[64];
-    TxPacket tx[128], retry[128];
-    uint32_t unsent[128];
-    size_t nretry = 0;
-
-    void step(Time now) {
-        const size_t n = port.rx_burst_queues(rx, 64);
-        if (n) eng.rx_burst(rx, n, now);
-        if (nretry) {
-            const size_t m = nretry;
-            nretry = 0;
-            if (port.tx_burst_paths(retry, m, unsent) < m) return;
-        }
-        for (;;) {
-            const size_t m = eng.tx_burst(tx, 128, now);
-            if (m == 0) break;
-            const size_t s = port.tx_burst_paths(tx, m, unsent);
-            if (s < m) {
-                for (size_t i = 0; i < m - s; ++i) retry[nretry++] = tx[unsent[i]];
-                break;
-            }
-            if (m < 128) break;
-        }
-    }
-};
+// The native API's pass (Device::step_locked): the drive loop over every queue
+// of the port, with the native API's bursts.
+using QueuesLoop = DriveLoop<AllQueuesPort, LossyEngine>;
+constexpr Bursts kDeviceBursts{64, 128};
 
 }  // namespace
 
@@ -171,7 +146,7 @@ TEST_CASE("dpdk queues: all ops byte-exact over 4 queues per port, 1% loss, ever
     cfg.num_paths = 4;
     Engine ea(cfg), eb(cfg);
     LossyEngine la(ea, 0.01, 91), lb(eb, 0.01, 92);
-    QueuesLoop loop_a{*P.p[0], la}, loop_b{*P.p[1], lb};
+    QueuesLoop loop_a(AllQueuesPort(*P.p[0]), la, {}, kDeviceBursts), loop_b(AllQueuesPort(*P.p[1]), lb, {}, kDeviceBursts);
     IntegritySide a(ea, w, true, mem[0].data(), base[0], base[1], 0);
     IntegritySide b(eb, w, false, mem[1].data(), base[0], base[1], 0);
     REQUIRE(a.mr().rkey == b.mr().rkey);

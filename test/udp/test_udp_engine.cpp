@@ -31,7 +31,7 @@ struct Side {
     uint32_t pd = 0, cq = 0, conn = 0;
     std::vector<uint8_t> mem;
     MrInfo mr{};
-    Side(const EngineConfig& ec, const UdpConfig& uc, size_t bytes) : eng(ec), port(uc), loop(port, eng), mem(bytes) {
+    Side(const EngineConfig& ec, const UdpConfig& uc, size_t bytes) : eng(ec), port(uc), loop(UdpDrivePort(port), eng), mem(bytes) {
         pd = eng.alloc_pd();
         REQUIRE(eng.create_cq(1024, cq) == Status::ok);
         REQUIRE(eng.register_mr(pd, mem.data(), mem.size(), kAccessLocalWrite | kAccessRemoteWrite, mr) ==

@@ -592,11 +592,11 @@ TEST_CASE("udp: EngineLoop moves packets and sleeps when idle", "[udp]") {
     std::thread t([&] {
         IdlePolicy pol;
         pol.spin_ns = 200'000;
-        EngineLoop<EchoEngine> loop(*p.b, eng, pol);
+        EngineLoop<EchoEngine> loop(UdpDrivePort(*p.b, pol), eng);
         const double c0 = cpu_seconds();
         loop.run([](Time) { return false; }, [&] { return stop.load(); });
         loop_cpu = cpu_seconds() - c0;
-        blocks = loop.waiter().blocks();
+        blocks = loop.port().waiter().blocks();
     });
     std::vector<uint8_t> pay(100, 4);
     std::vector<TxPacket> tx;

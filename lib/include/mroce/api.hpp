@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "mroce/drive_loop.hpp"
 #include "mroce/engine.hpp"
 #include "mroce/packet_io.hpp"
 
@@ -325,10 +326,10 @@ private:
     DeviceStats dst_{};
 
     static constexpr size_t kRxBurst = 64, kTxBurst = 128;
-    std::unique_ptr<RxPacket[]> rx_;
-    std::unique_ptr<TxPacket[]> tx_, retry_;
-    std::unique_ptr<uint32_t[]> unsent_;
-    size_t nretry_ = 0;
+    // Progress: the drive loop over the transport (one virtual call per burst).
+    DriveLoop<Transport&, Engine> loop_;
+    struct LoopHooks;
+    size_t inject_faults(RxPacket* rx, size_t n) noexcept;
     uint64_t rng_ = 0;
     uint64_t loss_thr_ = 0, ce_thr_ = 0;
 

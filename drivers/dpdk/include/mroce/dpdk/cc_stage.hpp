@@ -3,15 +3,14 @@
 //
 // The congestion-control core on its own lcore (doc/architecture.md 4.2,
 // doc/spec.md R-CC-8): an engine built with EngineConfig::offload_cc queues
-// CcFeedback records; its loop (PipelineLoop, or cc_exchange() from any
-// loop) moves them to a CcStage over an SP/SC rte_ring, and the CcViews the
-// stage's CcCore publishes come back over another. Burst enqueue/dequeue,
-// no allocation after a connection's first record, no locks.
+// CcFeedback records; its drive loop (the Pipeline policy with CcRings as
+// its CC stage) moves them to a CcStage over an SP/SC rte_ring, and the
+// CcViews the stage's CcCore publishes come back over another. Burst
+// enqueue/dequeue, no allocation after a connection's first record, no locks.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,14 +25,9 @@
 
 #include "mroce/cc.hpp"
 #include "mroce/dpdk/eal.hpp"
+#include "mroce/drive_loop.hpp"
 
 namespace mroce::dpdk {
-
-template <class E>
-concept CcOffloadingEngine = requires(E& e, CcFeedback* f, const CcView* v, size_t n) {
-    { e.take_cc_feedback(f, n) } -> std::convertible_to<size_t>;
-    e.cc_update(v, n);
-};
 
 static_assert(sizeof(CcFeedback) % 4 == 0 && sizeof(CcView) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
 
@@ -63,37 +57,38 @@ public:
     rte_ring* views() const noexcept { return views_; }
     CcCore& core() noexcept { return core_; }
 
+    // The engine's side, from the engine's lcore (the drive loop's CC
+    // stage): views in first (this pass's TX schedules on them), then
+    // feedback out, only as much as the ring takes: the rest waits in the
+    // engine (Engine::cc_feedback_waiting), in order.
+    template <CcOffloadingEngine Eng>
+    size_t exchange(Eng& eng, Time = 0) noexcept {
+        constexpr unsigned kBurst = 64;
+        CcView v[kBurst];
+        size_t moved = 0;
+        for (unsigned n; (n = rte_ring_sc_dequeue_burst_elem(views_, v, sizeof(CcView), kBurst, nullptr)) > 0;) {
+            eng.cc_update(v, n);
+            moved += n;
+            if (n < kBurst) break;
+        }
+        CcFeedback f[kBurst];
+        for (;;) {
+            const unsigned room = std::min<unsigned>(kBurst, rte_ring_free_count(fb_));
+            if (!room) break;
+            const size_t n = eng.take_cc_feedback(f, room);
+            if (!n) break;
+            // SP: nobody else enqueues, so the room counted above is still there.
+            rte_ring_sp_enqueue_burst_elem(fb_, f, sizeof(CcFeedback), unsigned(n), nullptr);
+            moved += n;
+        }
+        return moved;
+    }
+
 private:
     rte_ring* fb_ = nullptr;
     rte_ring* views_ = nullptr;
     CcCore core_;
 };
-
-// Engine side, from the engine's lcore: views in first (this pass's TX
-// schedules on them), then feedback out, only as much as the ring takes:
-// the rest waits in the engine (Engine::cc_feedback_waiting), in order.
-template <CcOffloadingEngine Eng>
-size_t cc_exchange(Eng& eng, CcRings& r) noexcept {
-    constexpr unsigned kBurst = 64;
-    CcView v[kBurst];
-    size_t moved = 0;
-    for (unsigned n; (n = rte_ring_sc_dequeue_burst_elem(r.views(), v, sizeof(CcView), kBurst, nullptr)) > 0;) {
-        eng.cc_update(v, n);
-        moved += n;
-        if (n < kBurst) break;
-    }
-    CcFeedback f[kBurst];
-    for (;;) {
-        const unsigned room = std::min<unsigned>(kBurst, rte_ring_free_count(r.feedback()));
-        if (!room) break;
-        const size_t n = eng.take_cc_feedback(f, room);
-        if (!n) break;
-        // SP: nobody else enqueues, so the room counted above is still there.
-        rte_ring_sp_enqueue_burst_elem(r.feedback(), f, sizeof(CcFeedback), unsigned(n), nullptr);
-        moved += n;
-    }
-    return moved;
-}
 
 // The CC lcore: serves one or more engines' ring pairs.
 class CcStage {

@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
 //
-// Run-to-completion loop for one engine over one DpdkPort queue pair, on one
-// lcore. Header-only and templated on the engine so the driver does not link
-// the engine (and tests can put a stand-in there). It busy-polls: an lcore is
-// dedicated to it, so there is nothing to gain from blocking.
+// The DPDK driver's side of the drive loop (mroce/drive_loop.hpp): one
+// DpdkPort RX/TX queue pair as its port, on one lcore, with the TSC clock.
+// The port has no idle(): an lcore is dedicated to the loop, so it
+// busy-polls. Header-only and templated on the engine so the driver does not
+// link the engine (and tests can put a stand-in there).
 #pragma once
 
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 
 #include <rte_cycles.h>
 
 #include "mroce/dpdk/port.hpp"
+#include "mroce/drive_loop.hpp"
 #include "mroce/packet_io.hpp"
+
+struct rte_mbuf;
 
 namespace mroce::dpdk {
 
@@ -28,94 +31,75 @@ private:
     uint64_t mult_;   // ns per cycle, 32.32 fixed point
 };
 
-template <class E>
-concept PacketEngine = requires(E& e, const E& ce, const RxPacket* rx, TxPacket* tx, size_t n, Time t) {
-    e.rx_burst(rx, n, t);
-    { e.tx_burst(tx, n, t) } -> std::convertible_to<size_t>;
-    { ce.next_deadline(t) } -> std::convertible_to<Time>;
+// One copy for the placement lcore (pipeline.hpp; 32 bytes, a multiple of 4
+// as rte_ring_elem wants): the received mbuf travels with it.
+struct PlaceWork {
+    uint8_t* dst = nullptr;
+    rte_mbuf* m = nullptr;
+    uint32_t off = 0;     // of the payload in the frame (mbuf chain)
+    uint32_t len = 0;
+    uint32_t token = 0;
+    uint32_t pad_ = 0;
 };
+static_assert(sizeof(PlaceWork) % 4 == 0);
 
-// The transmit half of an engine loop, shared by EngineLoop and
-// PipelineLoop: the engine's queue to one TX queue, in bursts. Packets the
-// TX ring refused get one more chance on the next pass; after that the
-// engine's loss recovery owns them, as for any loss.
-class TxPump {
-public:
-    static constexpr size_t kBurst = 64;
-
-    // Returns the packets moved (handed to the port, and taken from the engine).
-    template <PacketEngine Eng>
-    size_t pump(DpdkPort& port, uint16_t txq, Eng& eng, Time now) {
-        size_t moved = 0;
-        if (nretry_) {
-            const size_t n = nretry_;
-            nretry_ = 0;
-            const size_t s = port.tx_burst(txq, retry_, n);
-            moved += s;
-            retry_dropped_ += n - s;
-            if (s < n) return moved;
-        }
-        for (;;) {
-            const size_t n = eng.tx_burst(tx_, kBurst, now);
-            if (n == 0) break;
-            const size_t s = port.tx_burst(txq, tx_, n);
-            moved += n;
-            if (s < n) {
-                for (size_t i = s; i < n; ++i) retry_[nretry_++] = tx_[i];
-                break;   // the ring is full: let it drain before asking for more
-            }
-            if (n < kBurst) break;
-        }
-        return moved;
-    }
-    uint64_t retry_dropped() const noexcept { return retry_dropped_; }
-
-private:
-    TxPacket tx_[kBurst];
-    TxPacket retry_[kBurst];
-    size_t nretry_ = 0;
-    uint64_t retry_dropped_ = 0;
-};
-
-template <PacketEngine Eng>
-class EngineLoop {
+// One RX queue and one TX queue of a DpdkPort as the drive loop's port.
+class QueuePort {
 public:
     static constexpr size_t kRxBurst = 32;
+    static constexpr size_t kTxBurst = 64;
 
-    EngineLoop(DpdkPort& port, Eng& eng, uint16_t rxq = 0, uint16_t txq = 0)
-        : port_(port), eng_(eng), rxq_(rxq), txq_(txq) {}
+    explicit QueuePort(DpdkPort& port, uint16_t rxq = 0, uint16_t txq = 0) : port_(&port), rxq_(rxq), txq_(txq) {}
 
-    // One pass: a received burst into the engine, then the engine's transmit
-    // queue to the port. Returns the packets moved in both directions.
-    size_t step(Time now) {
-        size_t moved = port_.rx_burst(rxq_, rx_, kRxBurst);
-        if (moved) eng_.rx_burst(rx_, moved, now);
-        // The engine keeps nothing of an RxPacket past rx_burst: free the mbufs now.
-        port_.rx_release(rxq_);
-        moved += tx_.pump(port_, txq_, eng_, now);
-        return moved;
+    size_t recv_burst(RxPacket* out, size_t max) noexcept { return port_->rx_burst(rxq_, out, max); }
+    // Frees the burst's mbufs, but those keep() took.
+    void rx_done() noexcept { port_->rx_release(rxq_); }
+    size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+        const size_t s = port_->tx_burst(txq_, pkts, n);
+        for (size_t i = s; i < n; ++i) *unsent++ = uint32_t(i);
+        return s;
     }
-
-    // Runs until stop() is true; app(now) runs once per pass (post work, poll CQs).
-    template <class App, class Stop>
-    void run(App&& app, Stop&& stop) {
-        while (!stop()) {
-            const Time now = clock_.now();
-            step(now);
-            app(now);
-        }
+    // Pipeline: the mbuf of the job's datagram leaves rx_done and goes with
+    // the copy; the placement lcore reads the payload from the frame (a job's
+    // src may point into this queue's RX scratch, which the next burst reuses)
+    // and frees the mbuf.
+    PlaceWork keep(const PlaceJob& j) noexcept {
+        PlaceWork w;
+        uint32_t off = 0;
+        w.m = port_->rx_take(rxq_, j.cookie, &off);
+        w.dst = j.dst;
+        w.off = off + j.src_off;
+        w.len = j.len;
+        w.token = j.token;
+        return w;
     }
-
     Time now() const noexcept { return clock_.now(); }
-    uint64_t retry_dropped() const noexcept { return tx_.retry_dropped(); }
+    DpdkPort& dpdk() noexcept { return *port_; }
 
 private:
-    DpdkPort& port_;
-    Eng& eng_;
+    DpdkPort* port_;
     uint16_t rxq_, txq_;
     TscClock clock_;
-    RxPacket rx_[kRxBurst];
-    TxPump tx_;
 };
+
+// Every queue of a DpdkPort from one engine thread (tx_burst_paths,
+// rx_burst_queues), as the native API's Transport drives it.
+class AllQueuesPort {
+public:
+    explicit AllQueuesPort(DpdkPort& port) : port_(&port) {}
+    size_t recv_burst(RxPacket* out, size_t max) noexcept { return port_->rx_burst_queues(out, max); }
+    size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+        return port_->tx_burst_paths(pkts, n, unsent);
+    }
+    Time now() const noexcept { return clock_.now(); }
+
+private:
+    DpdkPort* port_;
+    TscClock clock_;
+};
+
+// Run to completion on one lcore: EngineLoop<Engine> loop(QueuePort(port), engine).
+template <PacketEngine Eng>
+using EngineLoop = DriveLoop<QueuePort, Eng>;
 
 }  // namespace mroce::dpdk

@@ -2,22 +2,21 @@
 // Copyright (c) 2026 The mroce authors
 //
 // The pipeline arrangement over DPDK (doc/architecture.md 4.2): the engine
-// lcore runs RX classification, acks, congestion control, the scheduler and
-// TX (PipelineLoop); payload copies run on a placement lcore
-// (PlacementStage), connected by two rte_rings in SP/SC mode with burst
-// enqueue/dequeue: PlaceWork (destination, received mbuf, offset, length,
-// token) one way, tokens back. The engine is built with
-// EngineConfig::deferred_placement; the received mbuf of a copy stays out
-// of rx_release until the placement lcore has copied from it (straight from
-// the mbuf chain into its final place: one copy) and freed it.
+// lcore runs RX classification, acks, the scheduler and TX (the drive loop
+// with the Pipeline policy: PipelineLoop); payload copies run on a placement
+// lcore (PlacementStage), connected by two rte_rings in SP/SC mode with
+// burst enqueue/dequeue: PlaceWork (destination, received mbuf, offset,
+// length, token) one way, tokens back; congestion control on a CC lcore
+// (cc_stage.hpp). The engine is built with EngineConfig::deferred_placement;
+// the received mbuf of a copy stays out of rx_release (QueuePort::keep) until
+// the placement lcore has copied from it (straight from the mbuf chain into
+// its final place: one copy) and freed it.
 //
 // Size the port's RX pool for it: up to place_depth received mbufs wait for
-// their copy beyond what the RX ring holds. Header-only and templated on the
-// engine like EngineLoop.
+// their copy beyond what the RX ring holds. Header-only.
 #pragma once
 
 #include <atomic>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,26 +33,10 @@
 #include "mroce/dpdk/eal.hpp"
 #include "mroce/dpdk/loop.hpp"
 #include "mroce/dpdk/port.hpp"
+#include "mroce/drive_loop.hpp"
 #include "mroce/packet_io.hpp"
 
 namespace mroce::dpdk {
-
-template <class E>
-concept PlacingEngine = PacketEngine<E> && requires(E& e, PlaceJob* j, const uint32_t* t, size_t n, Time now) {
-    { e.take_place_jobs(j, n) } -> std::convertible_to<size_t>;
-    e.placed(t, n, now);
-};
-
-// One copy on the ring (32 bytes, a multiple of 4 as rte_ring_elem wants).
-struct PlaceWork {
-    uint8_t* dst = nullptr;
-    rte_mbuf* m = nullptr;
-    uint32_t off = 0;     // of the payload in the frame (mbuf chain)
-    uint32_t len = 0;
-    uint32_t token = 0;
-    uint32_t pad_ = 0;
-};
-static_assert(sizeof(PlaceWork) % 4 == 0);
 
 // The ring pair between one engine lcore and one placement lcore. Each ring
 // holds 2 x depth slots, depth >= the engine's place_depth: the engine never
@@ -81,6 +64,18 @@ public:
     PlacementRings& operator=(const PlacementRings&) = delete;
     rte_ring* work() const noexcept { return work_; }
     rte_ring* done() const noexcept { return done_; }
+
+    // The engine lcore's side (the drive loop's placement stage).
+    void submit(const PlaceWork* w, size_t n, Time = 0) noexcept {
+        unsigned s = 0;
+        while (s < n) {
+            s += rte_ring_sp_enqueue_burst_elem(work_, w + s, sizeof(PlaceWork), unsigned(n - s), nullptr);
+            if (s < n) rte_pause();   // cannot stay full: the ring holds twice place_depth
+        }
+    }
+    size_t take_done(uint32_t* tokens, size_t max, Time = 0) noexcept {
+        return rte_ring_sc_dequeue_burst_elem(done_, tokens, sizeof(uint32_t), unsigned(max), nullptr);
+    }
 
 private:
     rte_ring* work_ = nullptr;
@@ -173,102 +168,11 @@ private:
     std::atomic<bool> stop_{false};
 };
 
-// Engine lcore of the pipeline arrangement: like EngineLoop, but payload
-// copies leave on the work ring with their mbufs and tokens come back; with
-// cc rings (an engine built with offload_cc) window feedback leaves for the
-// CC lcore and its views come back (cc_stage.hpp).
+// Engine lcore of the pipeline arrangement: payload copies leave on the work
+// ring with their mbufs and tokens come back; window feedback leaves for the
+// CC lcore and its views come back (an engine built with deferred_placement
+// and offload_cc). PipelineLoop<Engine> loop(QueuePort(port), engine, {&rings, &cc}).
 template <PlacingEngine Eng>
-class PipelineLoop {
-public:
-    static constexpr size_t kRxBurst = 32;
-    static constexpr size_t kDoneBurst = 64;
-
-    PipelineLoop(DpdkPort& port, Eng& eng, PlacementRings& rings, uint16_t rxq = 0, uint16_t txq = 0)
-        : port_(port), eng_(eng), rings_(rings), rxq_(rxq), txq_(txq) {}
-    PipelineLoop(DpdkPort& port, Eng& eng, PlacementRings& rings, CcRings& cc, uint16_t rxq = 0, uint16_t txq = 0)
-        requires CcOffloadingEngine<Eng>
-        : port_(port), eng_(eng), rings_(rings), cc_(&cc), rxq_(rxq), txq_(txq) {}
-
-    size_t step(Time now) {
-        const size_t moved_cc = cc_pass();   // views first: this pass's TX schedules on them
-        return step_io(now) + moved_cc + cc_pass();   // then what RX and TX fed back
-    }
-
-private:
-    size_t cc_pass() {
-        if constexpr (CcOffloadingEngine<Eng>) {
-            if (cc_) return cc_exchange(eng_, *cc_);
-        }
-        return 0;
-    }
-
-    size_t step_io(Time now) {
-        // Finished copies first: their acks go out in this pass's TX.
-        const unsigned nd =
-            rte_ring_sc_dequeue_burst_elem(rings_.done(), done_, sizeof(uint32_t), kDoneBurst, nullptr);
-        if (nd) {
-            eng_.placed(done_, nd, now);
-            outstanding_ -= nd;
-        }
-        size_t moved = port_.rx_burst(rxq_, rx_, kRxBurst);
-        if (moved) {
-            for (size_t i = 0; i < moved; ++i) rx_[i].cookie = uint32_t(i);
-            eng_.rx_burst(rx_, moved, now);
-            size_t k;
-            while ((k = eng_.take_place_jobs(jobs_, kRxBurst)) > 0) {
-                for (size_t i = 0; i < k; ++i) {
-                    uint32_t off = 0;
-                    PlaceWork& w = work_[i];
-                    w.m = port_.rx_take(rxq_, jobs_[i].cookie, &off);
-                    w.dst = jobs_[i].dst;
-                    w.off = off + jobs_[i].src_off;
-                    w.len = jobs_[i].len;
-                    w.token = jobs_[i].token;
-                }
-                unsigned s = 0;
-                while (s < k) {
-                    s += rte_ring_sp_enqueue_burst_elem(rings_.work(), work_ + s, sizeof(PlaceWork),
-                                                        unsigned(k - s), nullptr);
-                    if (s < k) rte_pause();   // cannot stay full: the ring holds twice place_depth
-                }
-                outstanding_ += k;
-                jobs_sent_ += k;
-            }
-        }
-        port_.rx_release(rxq_);   // everything not taken by a copy
-        moved += tx_.pump(port_, txq_, eng_, now);
-        return moved + nd;
-    }
-
-public:
-    template <class App, class Stop>
-    void run(App&& app, Stop&& stop) {
-        while (!stop()) {
-            const Time now = clock_.now();
-            step(now);
-            app(now);
-        }
-    }
-
-    Time now() const noexcept { return clock_.now(); }
-    uint64_t retry_dropped() const noexcept { return tx_.retry_dropped(); }
-    uint64_t outstanding() const noexcept { return outstanding_; }   // copies on the rings
-    uint64_t jobs_sent() const noexcept { return jobs_sent_; }
-
-private:
-    DpdkPort& port_;
-    Eng& eng_;
-    PlacementRings& rings_;
-    CcRings* cc_ = nullptr;
-    uint16_t rxq_, txq_;
-    TscClock clock_;
-    RxPacket rx_[kRxBurst];
-    PlaceJob jobs_[kRxBurst];
-    PlaceWork work_[kRxBurst];
-    uint32_t done_[kDoneBurst];
-    TxPump tx_;
-    uint64_t outstanding_ = 0;
-    uint64_t jobs_sent_ = 0;
-};
+using PipelineLoop = DriveLoop<QueuePort, Eng, Pipeline<PlacementRings, CcRings>>;
 
 }  // namespace mroce::dpdk

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
 //
-// Poll loop for one engine over one UdpPort, with an adaptive idle policy:
-// busy-poll while traffic flows (a syscall-free spin is what keeps latency
-// low), but after spin_ns without activity block in epoll until a datagram
-// arrives or the engine's next deadline, so two endpoints sharing a 2-core
-// machine do not starve each other or the application.
+// The UDP driver's side of the drive loop (mroce/drive_loop.hpp): UdpPort as
+// its port, with an adaptive idle policy: busy-poll while traffic flows (a
+// syscall-free spin is what keeps latency low), but after spin_ns without
+// activity block in epoll until a datagram arrives or the engine's next
+// deadline, so two endpoints sharing a 2-core machine do not starve each
+// other or the application.
 //
 // Header-only and templated on the engine so the driver does not link the
 // engine (and tests can drive it with a stand-in).
@@ -15,10 +16,10 @@
 #include <time.h>
 
 #include <algorithm>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 
+#include "mroce/drive_loop.hpp"
 #include "mroce/packet_io.hpp"
 #include "mroce/udp/port.hpp"
 
@@ -78,82 +79,32 @@ private:
     uint64_t yields_ = 0;
 };
 
-// What EngineLoop needs of an engine (mroce::Engine, or a stand-in in tests).
-template <class E>
-concept PacketEngine = requires(E& e, const E& ce, const RxPacket* rx, TxPacket* tx, size_t n, Time t) {
-    e.rx_burst(rx, n, t);
-    { e.tx_burst(tx, n, t) } -> std::convertible_to<size_t>;
-    { ce.next_deadline(t) } -> std::convertible_to<Time>;
-};
-
-template <PacketEngine Eng>
-class EngineLoop {
+// UdpPort as the drive loop's port (mroce/drive_loop.hpp): its sockets, its
+// idle policy and the monotonic clock.
+class UdpDrivePort {
 public:
     // Larger transmit bursts give each path socket longer GSO runs (the engine spreads a
     // burst over its paths, and every path is a separate sendmmsg).
     static constexpr size_t kRxBurst = 64;
     static constexpr size_t kTxBurst = 128;
 
-    EngineLoop(UdpPort& port, Eng& eng, IdlePolicy p = {}) : port_(port), eng_(eng), waiter_(p) {}
-
-    // One pass: receive a burst into the engine, then drain the engine's transmit
-    // queue. Returns the packets moved in both directions.
-    size_t step(Time now) {
-        size_t moved = 0;
-        const size_t nrx = port_.recv_burst(rx_, kRxBurst);
-        if (nrx) eng_.rx_burst(rx_, nrx, now);
-        moved += nrx;
-        // Packets refused last pass (socket buffer full) get one more chance; after that the
-        // engine's loss recovery owns them, as for any loss.
-        if (nretry_) {
-            const size_t n = nretry_;
-            nretry_ = 0;
-            const size_t s = port_.send_burst(retry_, n, unsent_);
-            moved += s;
-            retry_dropped_ += n - s;
-            if (s < n) return moved;
-        }
-        for (;;) {
-            const size_t n = eng_.tx_burst(tx_, kTxBurst, now);
-            if (n == 0) break;
-            const size_t s = port_.send_burst(tx_, n, unsent_);
-            moved += n;
-            if (s < n) {
-                for (size_t i = 0; i < n - s; ++i) retry_[nretry_++] = tx_[unsent_[i]];
-                break;  // the socket is full: let it drain before asking for more
-            }
-            if (n < kTxBurst) break;
-        }
-        return moved;
-    }
-
-    void idle(bool active, Time now) { waiter_.idle(port_, active, now, eng_.next_deadline(now)); }
-
-    // Runs until stop() is true. app(now) runs once per pass (post work, poll CQs) and
-    // returns true if it did something, which counts as activity for the idle policy.
-    template <class App, class Stop>
-    void run(App&& app, Stop&& stop) {
-        while (!stop()) {
-            Time now = monotonic_ns();
-            bool active = step(now) != 0;
-            active |= bool(app(now));
-            idle(active, monotonic_ns());
-        }
-    }
-
+    explicit UdpDrivePort(UdpPort& port, IdlePolicy p = {}) : port_(&port), waiter_(p) {}
+    size_t recv_burst(RxPacket* out, size_t max) { return port_->recv_burst(out, max); }
+    size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) { return port_->send_burst(pkts, n, unsent); }
+    Time now() const noexcept { return monotonic_ns(); }
+    bool idle(bool active, Time now, Time deadline) { return waiter_.idle(*port_, active, now, deadline); }
+    void wake() { port_->wake(); }
+    UdpPort& udp() noexcept { return *port_; }
+    const UdpPort& udp() const noexcept { return *port_; }
     const IdleWaiter& waiter() const noexcept { return waiter_; }
-    uint64_t retry_dropped() const noexcept { return retry_dropped_; }
 
 private:
-    UdpPort& port_;
-    Eng& eng_;
+    UdpPort* port_;
     IdleWaiter waiter_;
-    RxPacket rx_[kRxBurst];
-    TxPacket tx_[kTxBurst];
-    TxPacket retry_[kTxBurst];
-    uint32_t unsent_[kTxBurst];
-    size_t nretry_ = 0;
-    uint64_t retry_dropped_ = 0;
 };
+
+// One engine over one UdpPort: EngineLoop<Engine> loop(UdpDrivePort(port, policy), engine).
+template <PacketEngine Eng>
+using EngineLoop = DriveLoop<UdpDrivePort, Eng>;
 
 }  // namespace mroce::udp
