@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
 #include "fabric.hpp"
+#include "host_loop.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -156,7 +157,7 @@ constexpr size_t kNumClasses = 64;
 constexpr size_t kNotInHeap = SIZE_MAX;
 
 struct Host {
-    Endpoint* ep = nullptr;
+    std::unique_ptr<HostLoop> loop;
     HostConfig cfg;
     HostCounters ctr;
     LinkId nic = kNoLink;
@@ -165,7 +166,12 @@ struct Host {
     // far-future deadlines superseded by every delivery.
     size_t heap_pos = kNotInHeap;
     std::vector<uint32_t> rx_pending;  // packet slots delivered, not yet handed over
+    size_t rx_next = 0;                // of rx_pending: the first not handed over in this poll
+    size_t rx_freed = 0;               // ... the first not freed
+    bool stalled = false;              // this poll stopped at a full NIC ring
 };
+
+Time serialization_ns(uint64_t bytes, uint64_t rate_bps) noexcept;
 
 }  // namespace
 
@@ -190,14 +196,75 @@ struct Fabric::Impl {
 
     std::function<void(const TraceEvent&)> trace;
 
-    std::vector<TxPacket> txbuf;
-    std::vector<RxPacket> rxbuf;
-
     void route_and_send(HostId src, const TxPacket& pkt);
     void send(HostId src, const TxPacket& pkt, const LinkId* route, size_t n);
     void enqueue(uint32_t slot);
     void arrive(uint32_t slot);
     void poll(HostId h);
+    // Host h's port (HostPort): one poll hands over every packet that has
+    // arrived. Packets only arrive from events, never during a poll, so the
+    // pending list is stable while it is handed over.
+    size_t host_recv(HostId h, RxPacket* out, size_t max) {
+        Host& host = hosts[h];
+        const size_t n = std::min(max, host.rx_pending.size() - host.rx_next);
+        const uint32_t* pending = host.rx_pending.data() + host.rx_next;
+        uint64_t bytes = 0;
+        for (size_t k = 0; k < n; ++k) {
+            const WirePacket& p = slots[pending[k]];
+            RxPacket& rx = out[k];
+            rx.data = p.data;
+            rx.len = p.len;
+            rx.peer = p.src;
+            rx.local_path = p.path;
+            rx.ce = p.ce;
+            bytes += p.len;
+            if (trace) [[unlikely]]
+                trace_packet(p, TraceEvent::Kind::deliver, kNoLink);
+        }
+        if (n) {
+            host.ctr.rx_packets += n;
+            host.ctr.rx_bytes += bytes;
+            ++host.ctr.rx_bursts;
+            host.rx_next += n;
+        }
+        return n;
+    }
+    void host_rx_done(HostId h) {
+        Host& host = hosts[h];
+        const uint32_t* pending = host.rx_pending.data();
+        for (size_t i = host.rx_freed, end = host.rx_next; i < end; ++i) free_packet(pending[i]);
+        host.rx_freed = host.rx_next;
+        if (host.rx_next == host.rx_pending.size()) {
+            host.rx_pending.clear();
+            host.rx_next = host.rx_freed = 0;
+        }
+    }
+    size_t host_send(HostId h, const TxPacket* pkts, size_t n) {
+        for (size_t k = 0; k < n; ++k) route_and_send(h, pkts[k]);
+        return n;
+    }
+    // False, and the poll that resumes is scheduled, while the NIC ring is full.
+    bool host_tx_ready(HostId h) {
+        Host& host = hosts[h];
+        if (host.nic != kNoLink) {
+            Link& nic = *fab.links_[host.nic];
+            const Time now = fab.now_;
+            nic.drain(now);
+            if (nic.backlog_bytes_ > host.cfg.nic_ring_bytes) {
+                // Resume when the ring is half empty rather than after every
+                // packet: one wake-up per ring's worth of serialization.
+                const Time drained = nic.busy_ns_ + (nic.busy_rem_ ? 1 : 0);
+                const Time half_ring = serialization_ns(host.cfg.nic_ring_bytes / 2, nic.cfg_.rate_bps);
+                const Time resume = std::max<Time>(drained - std::min(drained, half_ring), now + 1);
+                ++host.ctr.nic_stalls;
+                schedule_poll(h, resume);
+                host.stalled = true;
+                return false;
+            }
+        }
+        ++host.ctr.tx_bursts;   // the loop asks the engine for a burst now
+        return true;
+    }
     void schedule_poll(HostId h, Time t) {
         const size_t pos = hosts[h].heap_pos;
         if (pos == kNotInHeap) {
@@ -340,11 +407,10 @@ LinkId Fabric::add_link(const LinkConfig& cfg) {
     return id;
 }
 
-HostId Fabric::add_host(Endpoint& endpoint, const HostConfig& cfg) {
+HostId Fabric::new_host(const HostConfig& cfg) {
     if (cfg.burst == 0) throw std::invalid_argument("sim host burst must be > 0");
     const HostId id = HostId(impl_->hosts.size());
     Host h;
-    h.ep = &endpoint;
     h.cfg = cfg;
     if (cfg.nic_rate_bps) {
         LinkConfig nic;
@@ -355,9 +421,17 @@ HostId Fabric::add_host(Endpoint& endpoint, const HostConfig& cfg) {
         h.nic = add_link(nic);
     }
     impl_->hosts.push_back(std::move(h));
-    impl_->txbuf.resize(std::max<size_t>(impl_->txbuf.size(), cfg.burst));
-    impl_->rxbuf.resize(std::max<size_t>(impl_->rxbuf.size(), cfg.burst));
-    kick(id);
+    return id;
+}
+
+void Fabric::attach(HostId h, std::unique_ptr<HostLoop> loop) {
+    impl_->hosts.at(h).loop = std::move(loop);
+    kick(h);
+}
+
+HostId Fabric::add_host(Endpoint& endpoint, const HostConfig& cfg) {
+    const HostId id = new_host(cfg);
+    attach(id, std::make_unique<HostLoopOf<Endpoint>>(HostPort(*impl_, id), endpoint, cfg.burst));
     return id;
 }
 
@@ -572,70 +646,25 @@ void Fabric::Impl::arrive(uint32_t slot) {
 
 void Fabric::Impl::poll(HostId h) {
     const Time now = fab.now_;
-    {
-        Host& host = hosts[h];
-        ++host.ctr.polls;
-    }
-    const size_t burst = hosts[h].cfg.burst;
-    // Packets only arrive from events, never during an endpoint call, so the
-    // pending list is stable while it is handed over.
-    std::vector<uint32_t>& pending = hosts[h].rx_pending;
-    for (size_t i = 0; i < pending.size(); i += burst) {
-        const size_t n = std::min(burst, pending.size() - i);
-        Host& host = hosts[h];
-        for (size_t k = 0; k < n; ++k) {
-            const WirePacket& p = slots[pending[i + k]];
-            RxPacket& rx = rxbuf[k];
-            rx.data = p.data;
-            rx.len = p.len;
-            rx.peer = p.src;
-            rx.local_path = p.path;
-            rx.ce = p.ce;
-            ++host.ctr.rx_packets;
-            host.ctr.rx_bytes += p.len;
-            if (trace) [[unlikely]]
-                trace_packet(p, TraceEvent::Kind::deliver, kNoLink);
+    ++hosts[h].ctr.polls;
+    hosts[h].stalled = false;
+    Time d = hosts[h].loop->poll(now);
+    if (d != kNever) {
+        if (d <= now) {
+            ++hosts[h].ctr.deadline_spins;
+            d = now + 1;
         }
-        ++host.ctr.rx_bursts;
-        host.ep->rx_burst(rxbuf.data(), n, now);
-    }
-    for (uint32_t slot : pending) free_packet(slot);
-    pending.clear();
-
-    bool stalled = false;
-    for (;;) {
-        Host& host = hosts[h];
-        if (host.nic != kNoLink) {
-            Link& nic = *fab.links_[host.nic];
-            nic.drain(now);
-            if (nic.backlog_bytes_ > host.cfg.nic_ring_bytes) {
-                // Resume when the ring is half empty rather than after every
-                // packet: one wake-up per ring's worth of serialization.
-                const Time drained = nic.busy_ns_ + (nic.busy_rem_ ? 1 : 0);
-                const Time half_ring = serialization_ns(host.cfg.nic_ring_bytes / 2, nic.cfg_.rate_bps);
-                const Time resume = std::max<Time>(drained - std::min(drained, half_ring), now + 1);
-                ++host.ctr.nic_stalls;
-                schedule_poll(h, resume);
-                stalled = true;
-                break;
-            }
-        }
-        ++host.ctr.tx_bursts;
-        const size_t n = host.ep->tx_burst(txbuf.data(), burst, now);
-        for (size_t k = 0; k < n; ++k) route_and_send(h, txbuf[k]);
-        if (n < burst) break;
-    }
-    if (!stalled) {
-        Time d = hosts[h].ep->next_deadline(now);
-        if (d != kNever) {
-            if (d <= now) {
-                ++hosts[h].ctr.deadline_spins;
-                d = now + 1;
-            }
-            schedule_poll(h, d);
-        }
+        schedule_poll(h, d);
     }
 }
+
+// The drive loop's port (host_loop.hpp) is the fabric itself: these forward
+// to it, and inline where the fabric's own hosts run the loop (fabric.cpp).
+size_t HostPort::recv_burst(RxPacket* out, size_t max) { return im_->host_recv(h_, out, max); }
+void HostPort::rx_done() { im_->host_rx_done(h_); }
+size_t HostPort::send_burst(const TxPacket* pkts, size_t n, uint32_t*) { return im_->host_send(h_, pkts, n); }
+bool HostPort::tx_ready() { return im_->host_tx_ready(h_); }
+bool HostPort::stalled() const { return im_->hosts[h_].stalled; }
 
 void Fabric::inject(HostId src, const TxPacket& pkt) {
     (void)impl_->hosts.at(src);

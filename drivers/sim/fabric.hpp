@@ -105,6 +105,7 @@ struct LinkCounters {
 };
 
 class Fabric;
+class HostLoop;
 
 namespace detail {
 
@@ -208,8 +209,9 @@ private:
     detail::Fifo<Arrival> arrivals_;
 };
 
-// What a host runs. The real engine is wrapped by Fabric::add_host(Engine&);
-// the interface exists so the fabric's own unit tests need not link the engine.
+// What a host runs, in the fabric's own unit tests (which need not link the
+// engine): a stand-in for the engine, driven by the same loop
+// (host_loop.hpp) as the real one that Fabric::add_host(Engine&) adds.
 class Endpoint {
 public:
     virtual ~Endpoint() = default;
@@ -339,6 +341,8 @@ public:
 
 private:
     friend class Link;
+    HostId new_host(const HostConfig& cfg);              // the host without its loop
+    void attach(HostId h, std::unique_ptr<HostLoop> loop);   // ... and with it: polled from now on
     uint64_t seed_;
     Time now_ = 0;
     uint64_t events_ = 0;
