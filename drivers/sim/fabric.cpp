@@ -155,6 +155,8 @@ constexpr size_t kClassBytes = 256;
 constexpr size_t kNumClasses = 64;
 
 constexpr size_t kNotInHeap = SIZE_MAX;
+// An rx_pending entry whose wire copy a PlaceJob kept (HostPort::keep).
+constexpr uint32_t kKeptSlot = UINT32_MAX;
 
 struct Host {
     std::unique_ptr<HostLoop> loop;
@@ -167,7 +169,9 @@ struct Host {
     size_t heap_pos = kNotInHeap;
     std::vector<uint32_t> rx_pending;  // packet slots delivered, not yet handed over
     size_t rx_next = 0;                // of rx_pending: the first not handed over in this poll
-    size_t rx_freed = 0;               // ... the first not freed
+    size_t rx_burst = 0;               // ... the first of the last burst handed over
+    size_t rx_freed = 0;               // ... the first not freed (or kept)
+    bool rx_kept = false;              // ... and some of those are kept (kKeptSlot)
     bool stalled = false;              // this poll stopped at a full NIC ring
 };
 
@@ -225,14 +229,30 @@ struct Fabric::Impl {
             host.ctr.rx_packets += n;
             host.ctr.rx_bytes += bytes;
             ++host.ctr.rx_bursts;
+            host.rx_burst = host.rx_next;
             host.rx_next += n;
         }
         return n;
     }
+    // The wire copy of datagram i of the last burst stays until host_release.
+    uint32_t host_keep(HostId h, size_t i) {
+        Host& host = hosts[h];
+        const uint32_t slot = host.rx_pending[host.rx_burst + i];
+        host.rx_pending[host.rx_burst + i] = kKeptSlot;
+        host.rx_kept = true;
+        return slot;
+    }
     void host_rx_done(HostId h) {
         Host& host = hosts[h];
         const uint32_t* pending = host.rx_pending.data();
-        for (size_t i = host.rx_freed, end = host.rx_next; i < end; ++i) free_packet(pending[i]);
+        const size_t end = host.rx_next;
+        if (!host.rx_kept) {
+            for (size_t i = host.rx_freed; i < end; ++i) free_packet(pending[i]);
+        } else {
+            for (size_t i = host.rx_freed; i < end; ++i)
+                if (pending[i] != kKeptSlot) free_packet(pending[i]);
+            host.rx_kept = false;
+        }
         host.rx_freed = host.rx_next;
         if (host.rx_next == host.rx_pending.size()) {
             host.rx_pending.clear();
@@ -664,6 +684,10 @@ size_t HostPort::recv_burst(RxPacket* out, size_t max) { return im_->host_recv(h
 void HostPort::rx_done() { im_->host_rx_done(h_); }
 size_t HostPort::send_burst(const TxPacket* pkts, size_t n, uint32_t*) { return im_->host_send(h_, pkts, n); }
 bool HostPort::tx_ready() { return im_->host_tx_ready(h_); }
+HostPort::Copy HostPort::keep(const PlaceJob& j) {
+    return Copy{j.dst, j.src, j.len, j.token, im_->host_keep(h_, j.cookie)};
+}
+void HostPort::release(uint32_t slot) { im_->free_packet(slot); }
 bool HostPort::stalled() const { return im_->hosts[h_].stalled; }
 
 void Fabric::inject(HostId src, const TxPacket& pkt) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "fabric.hpp"
@@ -18,13 +19,26 @@ namespace mroce::sim {
 // every datagram that has arrived by now, in bursts (kRxUntilEmpty); the
 // fabric takes every packet sent, but the host's NIC ring, when it has one,
 // stops the pass from taking more from the engine while it is full (tx_ready).
+// Deferred placement: keep() holds a datagram's wire copy past rx_done for
+// its PlaceJob until release().
 class HostPort {
 public:
     static constexpr bool kRxUntilEmpty = true;
 
+    // One payload copy for the placement stage; slot: the kept wire copy.
+    struct Copy {
+        uint8_t* dst = nullptr;
+        const uint8_t* src = nullptr;
+        uint32_t len = 0;
+        uint32_t token = 0;
+        uint32_t slot = 0;
+    };
+
     HostPort(Fabric::Impl& im, HostId h) : im_(&im), h_(h) {}
     size_t recv_burst(RxPacket* out, size_t max);
     void rx_done();
+    Copy keep(const PlaceJob& j);
+    void release(uint32_t slot);
     size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent);
     bool tx_ready();
     // This poll stopped at a full NIC ring; its resume poll is scheduled.
