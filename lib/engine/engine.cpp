@@ -80,6 +80,8 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
     c.num_paths = std::clamp<uint16_t>(c.num_paths, 1, 256);
     c.stream_depth = std::clamp<uint32_t>(c.stream_depth, 1, 1u << 16);
     c.recv_depth = std::clamp<uint32_t>(c.recv_depth, 1, 1u << 20);
+    c.max_send_sge = std::clamp<uint32_t>(c.max_send_sge, 1, kMaxSge);
+    c.max_recv_sge = std::clamp<uint32_t>(c.max_recv_sge, 1, kMaxSge);
     if (!power_of_two(c.csn_window) || c.csn_window < 64 || c.csn_window > (1u << 20)) c.csn_window = 4096;
     if (c.min_rto == 0) c.min_rto = 1000;
     if (c.max_rto < c.min_rto) c.max_rto = c.min_rto;
@@ -319,6 +321,9 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uin
     s.rq.resize(std::bit_ceil(cfg.recv_depth));
     s.rq_mask = depth_mask(s.rq);
     s.rq_limit = cfg.recv_depth;
+    // Lists of two or more entries live here (one buffer: in the WQE itself).
+    if (cfg.max_send_sge > 1) s.sq_sge.resize(s.sq.size() * cfg.max_send_sge);
+    if (cfg.max_recv_sge > 1) s.rq_sge.resize(s.rq.size() * cfg.max_recv_sge);
     s.depth = cfg.stream_depth;
     s.rx.resize(std::bit_ceil(cfg.stream_depth));
     s.rx_mask = depth_mask(s.rx);
@@ -368,6 +373,41 @@ static void put_be64(uint8_t* p, uint64_t v) {
     for (int i = 7; i >= 0; --i) { p[i] = uint8_t(v); v >>= 8; }
 }
 
+// R-SGE-1: the length of a work request's message (a receive's space): its
+// one buffer's (num_sge 0), or its list's sum. False: a list beyond
+// max_sge entries, without its array, or longer than a message may be.
+static bool wr_length(const Sge* sg, uint32_t n, uint32_t max_sge, uint32_t one, uint64_t& length) {
+    length = one;
+    if (n == 0) return true;
+    if (n > max_sge || !sg) return false;
+    length = 0;
+    for (uint32_t i = 0; i < n; ++i) length += sg[i].length;
+    return length <= (1ull << 32) - 1;
+}
+
+// R-MEM-4 and R-SGE-2 for a posted list: its entries into the slot's share
+// of a stream's entry table. A list that resolves to one entry is kept as a
+// buffer (local, nsge 1), like a WR without a list; none (all zero-length): nsge 0.
+bool Engine::Impl::resolve_list(std::vector<LocalSeg>& table, uint32_t slot, uint32_t max_sge, const Sge* sg,
+                                uint32_t n, bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge) {
+    LocalSeg one[1];
+    LocalSeg* out = max_sge > 1 ? table.data() + size_t(slot) * max_sge : one;
+    uint64_t total = 0;
+    if (n > max_sge || !resolve_sg(mrs, sg, n, need_write, out, nsge, total)) return false;
+    local = nsge ? out[0].ptr : nullptr;
+    list = nsge > 1 ? out : nullptr;
+    return true;
+}
+
+// R-SEG-2: segments of a data-carrying WR: each entry of its list is cut
+// into segments of at most seg bytes, so no segment spans two entries.
+static uint32_t segments(const SendWqe& w, uint32_t seg) {
+    if (w.nsge <= 1) return std::max<uint32_t>(1, uint32_t((uint64_t(w.wr.length) + seg - 1) / seg));
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < w.nsge; ++i) n += (w.sge[i].len + seg - 1) / seg;
+    return n;
+}
+
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
@@ -380,13 +420,17 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     if (s->sq_tail - s->sq_head >= s->sq_limit) return Status::queue_full;
     const wire::Opcode op = opcode_of(wr.op);
     const bool atomic = wire::is_atomic_req(op);
-    if (atomic && (wr.length != 8 || (wr.remote_addr & 7))) return Status::invalid_argument;
-    if (wr.length > (1ull << 32) - 1) return Status::invalid_argument;
+    uint64_t length = 0;
+    if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_send_sge, wr.length, length)) return Status::invalid_argument;
+    if (atomic && (length != 8 || wr.num_sge > 1 || (wr.remote_addr & 7))) return Status::invalid_argument;
 
     const uint32_t msg_seq = s->sq_tail++;
-    SendWqe& w = s->sq[msg_seq & s->sq_mask];
+    const uint32_t slot = msg_seq & s->sq_mask;
+    SendWqe& w = s->sq[slot];
     w = SendWqe{};
     w.wr = wr;
+    w.wr.length = uint32_t(length);
+    w.wr.sg_list = nullptr;
     w.msg_seq = msg_seq;
     w.opcode = op;
     w.active = true;
@@ -399,24 +443,31 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         I.advance_sq(*c, *s);
         return Status::ok;
     }
-    // R-MEM-4: local buffer check. READ and atomics write into it.
+    // R-MEM-4: local buffer check (R-SGE-2: of every entry). READ and atomics write into it.
     const bool local_write = (op == wire::Opcode::read_req) || atomic;
-    if (wr.length > 0) {
-        w.local = I.mrs.check_local(wr.lkey, wr.local_addr, wr.length, local_write);
-        if (!w.local) {
-            w.status = WcStatus::loc_prot_err;
-            w.done = true;
-            I.stream_error(*c, *s, msg_seq, WcStatus::loc_prot_err);
-            return Status::ok;
+    bool local_ok = true;
+    if (wr.num_sge == 0) {
+        if (wr.length > 0) {
+            w.local = I.mrs.check_local(wr.lkey, wr.local_addr, wr.length, local_write);
+            local_ok = w.local != nullptr;
         }
+    } else {
+        local_ok = I.resolve_list(s->sq_sge, slot, I.cfg.max_send_sge, wr.sg_list, wr.num_sge, local_write, w.local,
+                                  w.sge, w.nsge);
+    }
+    if (!local_ok) {
+        w.status = WcStatus::loc_prot_err;
+        w.done = true;
+        I.stream_error(*c, *s, msg_seq, WcStatus::loc_prot_err);
+        return Status::ok;
     }
     if (atomic) {
         put_be64(w.atomic_ops, wr.compare_add);
         put_be64(w.atomic_ops + 8, op == wire::Opcode::atomic_cas ? wr.swap : 0);
     }
     const bool carries_data = op != wire::Opcode::read_req && !atomic;
-    w.npkts = carries_data ? std::max<uint32_t>(1, (wr.length + c->seg - 1) / c->seg) : 1;
-    c->jobs.push(TxJob{sidx, msg_seq & s->sq_mask, JobKind::request});
+    w.npkts = carries_data ? segments(w, c->seg) : 1;
+    c->jobs.push(TxJob{sidx, slot, JobKind::request});
     return Status::ok;
 }
 
@@ -428,12 +479,23 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
     Stream* s = c->find_stream(stream_id);
     if (!s) return Status::no_such_object;
     if (s->rq_posted - s->rq_done >= s->rq_limit) return Status::queue_full;
-    RecvWqe& r = s->rq[s->rq_posted & s->rq_mask];
+    uint64_t length = 0;
+    if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_recv_sge, wr.length, length)) return Status::invalid_argument;
+    const uint32_t slot = s->rq_posted & s->rq_mask;
+    RecvWqe& r = s->rq[slot];
     r = RecvWqe{};
     r.wr = wr;
-    if (wr.length > 0) {
-        r.local = I.mrs.check_local(wr.lkey, wr.addr, wr.length, true);
-        r.bad_lkey = r.local == nullptr;
+    r.wr.length = uint32_t(length);
+    r.wr.sg_list = nullptr;
+    if (wr.num_sge == 0) {
+        if (wr.length > 0) {
+            r.local = I.mrs.check_local(wr.lkey, wr.addr, wr.length, true);
+            r.bad_lkey = r.local == nullptr;
+        }
+    } else {
+        // R-SGE-2: one bad entry makes the whole receive bad (R-SEND-7 when consumed).
+        r.bad_lkey = !I.resolve_list(s->rq_sge, slot, I.cfg.max_recv_sge, wr.sg_list, wr.num_sge, true, r.local,
+                                     r.sge, r.nsge);
     }
     ++s->rq_posted;
     if (s->error) I.flush_recvs(*c, *s, WcStatus::wr_flush_err);  // the stream will never consume it

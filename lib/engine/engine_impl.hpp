@@ -14,6 +14,7 @@
 #include "mroce/engine.hpp"
 #include "ring.hpp"
 #include "sack_window.hpp"
+#include "sg_list.hpp"
 
 namespace mroce {
 
@@ -112,8 +113,15 @@ struct TxPkt {
 };
 
 struct SendWqe {
-    SendWr wr{};
-    uint8_t* local = nullptr;     // resolved local address
+    SendWr wr{};                  // wr.length: the message length (a list's sum); wr.sg_list unused
+    uint8_t* local = nullptr;     // resolved local address (one buffer)
+    // A list of two or more entries (R-SGE-1; nsge <= 1: the one buffer at
+    // local): the stream's entries of this slot, and the transmit cursor,
+    // segments being cut at entry boundaries (R-SEG-2).
+    LocalSeg* sge = nullptr;
+    uint32_t nsge = 0;
+    uint32_t cur_sge = 0;         // entry of the next new segment
+    uint32_t cur_off = 0;         // its offset in that entry
     uint32_t msg_seq = 0;
     uint32_t recv_seq = 0;
     uint32_t npkts = 0;
@@ -128,8 +136,10 @@ struct SendWqe {
 };
 
 struct RecvWqe {
-    RecvWr wr{};
-    uint8_t* local = nullptr;
+    RecvWr wr{};                  // wr.length: the receive's length (a list's sum); wr.sg_list unused
+    uint8_t* local = nullptr;     // one buffer (nsge <= 1)
+    LocalSeg* sge = nullptr;      // nsge >= 2: the list (R-SGE-1)
+    uint32_t nsge = 0;
     bool bad_lkey = false;
 };
 
@@ -173,6 +183,7 @@ struct Stream {
     // requester
     std::vector<SendWqe> sq;     // bit_ceil(stream_depth) slots, msg_seq & sq_mask
     uint32_t sq_mask = 0;
+    std::vector<LocalSeg> sq_sge;  // max_send_sge entries per send-queue slot (R-SGE-1)
     uint32_t sq_head = 0;        // oldest msg_seq not yet completed
     uint32_t sq_tail = 0;        // next msg_seq
     uint32_t sq_limit = 0;       // min(own depth, peer's depth)
@@ -181,6 +192,7 @@ struct Stream {
     std::vector<RecvWqe> rq;     // bit_ceil(recv_depth) slots, recv_seq & rq_mask
     uint32_t rq_mask = 0;
     uint32_t rq_limit = 0;       // recv_depth: receives posted and not yet completed
+    std::vector<LocalSeg> rq_sge;  // max_recv_sge entries per receive slot
     uint32_t rq_posted = 0;      // receives posted (next recv_seq to post)
     uint32_t rq_done = 0;        // receives completed
     std::vector<RxMsg> rx;       // bit_ceil(stream_depth) slots, msg_seq & rx_mask (no division per packet)
@@ -404,6 +416,8 @@ struct Engine::Impl {
     static bool wants_timer(const Conn& c);
     static void compact(std::vector<uint32_t>& v) { std::erase(v, kGone); }
     void free_conn(Conn* c);
+    bool resolve_list(std::vector<LocalSeg>& table, uint32_t slot, uint32_t max_sge, const Sge* sg, uint32_t n,
+                      bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
     void push_cq(uint32_t cq, const Completion& c);
     void event(EventKind k, Conn& c);
 
@@ -428,6 +442,8 @@ struct Engine::Impl {
     // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
     [[gnu::noinline]] static void split_copy(uint8_t* dst, const wire::Packet& pk);
+    [[gnu::noinline]] bool place_in_list(const LocalSeg* e, uint32_t n, const wire::Packet& pk, Deferral* defer,
+                                         const Deferral& job) const;
     [[gnu::noinline]] Placed fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
                                       wire::Syndrome syn, WcStatus st_local);
     // Inlined into rx_data: a call per packet costs more than its body.
@@ -464,7 +480,10 @@ struct Engine::Impl {
     bool emit_data(Conn& c, TxPacket& o, Time now);
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    template <bool Gather>
+    size_t segment_run(Conn& c, SendWqe& w, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);
+    [[gnu::noinline]] static void gather_segment(SendWqe& w, uint16_t seg, TxPkt& t);
     void timers(Time now);
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);

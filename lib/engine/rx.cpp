@@ -469,6 +469,35 @@ void Engine::Impl::split_copy(uint8_t* dst, const wire::Packet& pk) {
     std::memcpy(dst + head, pk.payload_tail.data(), pk.payload_tail.size());
 }
 
+// R-SGE-4, R-SEND-2, R-READ-3 for a posted list (a receive's, a READ's):
+// the payload of pk goes to message bytes [offset, + payload_len) of list
+// e[0, n), the range bounded by the list's length by the caller (R-MEM-5).
+// Lying in one entry, it is placed like a one-buffer payload: copied, or
+// with defer (deferred placement) above place_inline_max described in
+// *defer (as `job`, with its dst) and true returned. Straddling entries, it
+// is copied here, split at their boundaries (each byte still copied once,
+// never deferred). False: placed.
+bool Engine::Impl::place_in_list(const LocalSeg* e, uint32_t n, const wire::Packet& pk, Deferral* defer,
+                                 const Deferral& job) const {
+    const wire::DataHeader& d = pk.data;
+    uint8_t* dst = sg_dest(e, n, d.offset, d.payload_len);
+    if (!dst) {
+        const size_t head = pk.payload.size();
+        sg_copy_in(e, n, d.offset, pk.payload.data(), head);
+        if (!pk.payload_tail.empty())
+            sg_copy_in(e, n, d.offset + uint32_t(head), pk.payload_tail.data(), pk.payload_tail.size());
+        return false;
+    }
+    if (defer && d.payload_len > cfg.place_inline_max) {
+        *defer = job;
+        defer->dst = dst;
+        return true;
+    }
+    if (!pk.payload_tail.empty()) split_copy(dst, pk);
+    else std::memcpy(dst, pk.payload.data(), d.payload_len);
+    return false;
+}
+
 Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer) {
     (void)now;
     const wire::DataHeader& d = pk.data;
@@ -494,12 +523,17 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             return Placed::ok;
         }
         if (d.opcode == Opcode::read_resp) {
-            if (defer && plen > cfg.place_inline_max) {
-                *defer = Deferral{w.local + d.offset, sidx, PendKind::read_resp};
-                return Placed::deferred;
+            if (w.nsge > 1) [[unlikely]] {
+                if (place_in_list(w.sge, w.nsge, pk, defer, Deferral{nullptr, sidx, PendKind::read_resp}))
+                    return Placed::deferred;
+            } else {
+                if (defer && plen > cfg.place_inline_max) {
+                    *defer = Deferral{w.local + d.offset, sidx, PendKind::read_resp};
+                    return Placed::deferred;
+                }
+                if (!pk.payload_tail.empty()) [[unlikely]] split_copy(w.local + d.offset, pk);
+                else if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
             }
-            if (!pk.payload_tail.empty()) [[unlikely]] split_copy(w.local + d.offset, pk);
-            else if (plen) std::memcpy(w.local + d.offset, payload, plen);  // offset+plen <= msg_len checked by codec
             w.resp_bytes += plen;
             if (w.resp_bytes >= w.wr.length) w.done = true;
         } else {
@@ -577,6 +611,11 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         }
         if (r.bad_lkey) {
             return fail(Syndrome::remote_op_error, WcStatus::loc_prot_err);
+        }
+        if (r.nsge > 1) [[unlikely]] {
+            if (place_in_list(r.sge, r.nsge, pk, defer, Deferral{nullptr, sidx, PendKind::rx_msg}))
+                return Placed::deferred;
+            break;
         }
         if (defer && plen > cfg.place_inline_max) {
             *defer = Deferral{r.local + d.offset, sidx, PendKind::rx_msg};

@@ -324,6 +324,22 @@ int Engine::Impl::pick_path(Conn& c) {
     return int(best);
 }
 
+// R-SEG-2: the next new segment of a WR with a list: the rest of the current
+// entry, at most seg bytes, so a payload is always one span of one entry
+// (zero copy, TxPacket's one payload reference). Its offset is where those
+// bytes lie in the message, which is all the receiver places by (R-SEG-3).
+void Engine::Impl::gather_segment(SendWqe& w, uint16_t seg, TxPkt& t) {
+    const LocalSeg& e = w.sge[w.cur_sge];
+    t.offset = e.off + w.cur_off;
+    t.payload = e.ptr + w.cur_off;
+    t.payload_len = uint16_t(std::min<uint32_t>(seg, e.len - w.cur_off));
+    w.cur_off += t.payload_len;
+    if (w.cur_off == e.len) {
+        ++w.cur_sge;
+        w.cur_off = 0;
+    }
+}
+
 [[gnu::always_inline]] inline bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
     if (c.csn_nxt - c.csn_una >= c.csn_limit) return false;  // R-CSN-5
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
@@ -347,9 +363,13 @@ int Engine::Impl::pick_path(Conn& c) {
                 t.payload_len = uint16_t(wire::kAtomicReqPayload);
             } else {
                 t.msg_len = w.wr.length;
-                t.offset = k * c.seg;
-                t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
-                t.payload = w.local ? w.local + t.offset : nullptr;
+                if (w.nsge > 1) [[unlikely]] {
+                    gather_segment(w, c.seg, t);
+                } else {
+                    t.offset = k * c.seg;
+                    t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
+                    t.payload = w.local ? w.local + t.offset : nullptr;
+                }
             }
             if (w.next_seg >= w.npkts) c.jobs.drop_front();
         } else {
@@ -480,6 +500,16 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
         const wire::DataHeader d = message_header(tmpl);
         wire::encode_data({hdr, wire::kDataLen}, h, d);
     }
+    // R-SEG-2: a list's segments are cut at its entry boundaries (a loop of
+    // its own, so that the one-buffer loop tests nothing per segment).
+    return w.nsge > 1 ? segment_run<true>(c, w, out, max, now, blocked)
+                      : segment_run<false>(c, w, out, max, now, blocked);
+}
+
+template <bool Gather>
+size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, TxPacket* out, size_t max, Time now, bool& blocked) {
+    const TxPkt& tmpl = run_pkt;
+    const uint8_t* hdr = run_hdr;
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;
     while (n < max && w.next_seg < w.npkts) {
@@ -490,9 +520,13 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
         const uint32_t k = w.next_seg++;
         TxPkt& t = c.txpkts[c.csn_nxt & mask];
         t = tmpl;
-        t.offset = k * c.seg;
-        t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
-        t.payload = w.local ? w.local + t.offset : nullptr;
+        if constexpr (Gather) {
+            gather_segment(w, c.seg, t);
+        } else {
+            t.offset = k * c.seg;
+            t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
+            t.payload = w.local ? w.local + t.offset : nullptr;
+        }
         t.csn = c.csn_nxt++;
         send_on_path(c, t, pi, out[n], now, hdr);
         if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));

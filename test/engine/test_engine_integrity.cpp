@@ -10,13 +10,19 @@
 // copies on a worker thread per engine, taking virtual time; the CC core on
 // another thread per engine, R-CC-8). A wrap axis runs queue depths that
 // are not powers of two (3, 500, 1000) with every counter started just below
-// 2^32 (R-WRAP-1): posting waits for room, as a verbs program's does.
+// 2^32 (R-WRAP-1): posting waits for room, as a verbs program's does. A
+// scatter/gather variant gives every WR a random list of 1..16 entries (odd
+// sizes, zero-length ones, entries out of address order with gaps between
+// them) on both sides, and delivers datagrams in two spans cut at random
+// (R-SGE-*); the gaps must stay untouched.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include "pair_link.hpp"
@@ -31,6 +37,12 @@ namespace {
 // Hostile responder axis: one protection error per stream, at a random WR.
 enum class Fault : uint8_t { none, bad_rkey, out_of_range, bad_recv_lkey, short_recv };
 
+// A piece of a scatter/gather list: len bytes at off in one side's memory.
+struct Piece {
+    size_t off;
+    uint32_t len;
+};
+
 struct Msg {
     OpKind op;
     Fault fault = Fault::none;
@@ -39,10 +51,74 @@ struct Msg {
     size_t dst_off;
     uint64_t wr_id;
     uint64_t atomic_init = 0, atomic_a = 0, atomic_b = 0;
+    // Scatter/gather variant: the source's list (A's for sends) and the
+    // destination's (a receive's, a READ's); empty: the one buffer at
+    // src_off / dst_off.
+    std::vector<Piece> src_sg, dst_sg;
+    size_t dst_span = 0;  // bytes the destination list takes from dst_off
 };
 
-
 enum class Arrangement { run_to_completion, pipeline };
+enum class Layout { buffers, sg_lists };
+
+// A random list for len + extra bytes from base on: 1..16 entries of random
+// (odd, some zero) lengths, laid out in a shuffled order with gaps of 0..40
+// bytes between them. Returns the span it covers. extra: a receive longer
+// than its SEND.
+size_t random_list(SplitMix& rng, size_t base, uint32_t len, uint32_t extra, std::vector<Piece>& out) {
+    const uint32_t total = len + extra;
+    const uint32_t k = 1 + uint32_t(rng.next() % 16);
+    std::vector<uint32_t> cuts{0, total};
+    for (uint32_t i = 1; i < k; ++i) cuts.push_back(total ? uint32_t(rng.next() % (total + 1)) : 0);
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<uint32_t> lens;
+    for (uint32_t i = 0; i + 1 < cuts.size(); ++i) lens.push_back(cuts[i + 1] - cuts[i]);
+    std::vector<uint32_t> order(lens.size());
+    std::iota(order.begin(), order.end(), 0u);
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.next() % i]);
+    out.assign(lens.size(), Piece{});
+    size_t pos = base;
+    for (const uint32_t i : order) {
+        pos += rng.next() % 41;
+        out[i] = Piece{pos, lens[i]};
+        pos += lens[i];
+    }
+    return pos - base;
+}
+constexpr size_t kListSlack = 16 * 40 + 100;  // the most a list's span exceeds its message
+
+std::vector<Sge> to_sge(const std::vector<Piece>& l, uint64_t base, uint32_t lkey) {
+    std::vector<Sge> v;
+    for (const Piece& p : l) v.push_back(Sge{base + p.off, p.len, lkey});
+    return v;
+}
+
+// The bytes a message's buffer holds: the first len bytes of its list in
+// list order, or of the one buffer at off.
+std::vector<uint8_t> bytes(const std::vector<uint8_t>& mem, const std::vector<Piece>& l, size_t off, size_t len) {
+    if (l.empty()) return std::vector<uint8_t>(mem.begin() + long(off), mem.begin() + long(off + len));
+    std::vector<uint8_t> v;
+    for (const Piece& p : l) {
+        const size_t k = std::min<size_t>(p.len, len - v.size());
+        v.insert(v.end(), mem.begin() + long(p.off), mem.begin() + long(p.off + k));
+        if (v.size() == len) break;
+    }
+    return v;
+}
+
+uint64_t digest(const std::vector<uint8_t>& v) { return fnv(v.data(), v.size()); }
+
+// Clears covered[] over [from, from + span) except the first len bytes of list l:
+// its gaps and, for a receive longer than its SEND, its unused tail.
+void mark_unwritten(std::vector<uint8_t>& covered, size_t from, size_t span, const std::vector<Piece>& l,
+                    size_t len) {
+    for (size_t i = from; i < from + span; ++i) covered[i] = 0;
+    for (const Piece& p : l) {
+        const size_t k = std::min<size_t>(p.len, len);
+        for (size_t i = p.off; i < p.off + k; ++i) covered[i] = 1;
+        len -= k;
+    }
+}
 
 // Queue depths and where the counters start (R-WRAP-1). The default is the
 // matrix's own; the wrap axis gives depths that are not powers of two and
@@ -57,13 +133,17 @@ struct Shape {
     // short (R-SEND-5). That WR fails with its own status, everything after
     // it flushes, nothing after it executes (R-ACK-8, R-STREAM-2, R-STREAM-8).
     bool hostile = false;
+    Layout layout = Layout::buffers;
 };
 
 void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
                 Arrangement arr = Arrangement::run_to_completion, Shape shape = {}) {
     const bool pipeline = arr == Arrangement::pipeline;
     const uint32_t per_stream = shape.per_stream ? shape.per_stream : std::max<uint32_t>(4, 160 / nstreams);
+    const bool lists = shape.layout == Layout::sg_lists;
     EngineConfig cfg;
+    cfg.max_send_sge = 16;
+    cfg.max_recv_sge = 16;
     cfg.deferred_placement = pipeline;
     cfg.offload_cc = pipeline;
     cfg.num_paths = npaths;
@@ -100,6 +180,14 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         link.enable_cc_stage(1);
         link.place_latency = 1500;  // below the wire delay: copies overlap later arrivals and acks
     }
+    SplitMix cut_rng(seed * 13 + 5);
+    if (lists) {
+        // Two spans, cut anywhere after the header: payloads straddle receive entries and spans at once.
+        link.split_at = [&](int, const std::vector<uint8_t>& d) -> uint32_t {
+            if (d.size() <= wire::kDataLen || d[1] != uint8_t(wire::PacketType::data)) return 0;
+            return uint32_t(wire::kDataLen + cut_rng.next() % (d.size() - wire::kDataLen));
+        };
+    }
     uint32_t ca, cb;
     REQUIRE(mroce::test::connect_pair(link, ca, cb));
     for (uint32_t s = 0; s < nstreams; ++s) {
@@ -127,13 +215,27 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             m.op = OpKind(r);
             const uint32_t cls = uint32_t(rng.next() % 10);
             m.len = cls == 0 ? 0 : cls < 6 ? uint32_t(rng.next() % 4200) : uint32_t(rng.next() % 40000);
-            if (m.op == OpKind::atomic_cas || m.op == OpKind::atomic_fadd) m.len = 8;
-            if (used + m.len + 16 > budget_per_stream) m.len = 0;
+            const bool atomic = m.op == OpKind::atomic_cas || m.op == OpKind::atomic_fadd;
+            if (atomic) m.len = 8;
+            if (used + m.len + (lists ? kListSlack : 0) + 16 > budget_per_stream) m.len = 0;
             bump = (bump + 7) & ~size_t(7);
             m.src_off = bump;
             m.dst_off = bump + kMem / 2;
-            bump += m.len + 8;
-            used += m.len + 8;
+            size_t span = m.len;
+            if (lists && atomic) {
+                if (rng.next() & 1) m.src_sg.push_back(Piece{m.src_off, 8});  // a one-entry list of the 8 bytes
+            } else if (lists && m.op == OpKind::read) {
+                m.dst_span = random_list(rng, m.dst_off, m.len, 0, m.dst_sg);  // A scatters B's bytes
+                span = m.dst_span;
+            } else if (lists) {
+                span = random_list(rng, m.src_off, m.len, 0, m.src_sg);
+                if (m.op == OpKind::send || m.op == OpKind::send_imm) {
+                    m.dst_span = random_list(rng, m.dst_off, m.len, uint32_t(rng.next() % 101), m.dst_sg);
+                    span = std::max(span, m.dst_span);
+                }
+            }
+            bump += span + 8;
+            used += span + 8;
             m.wr_id = next_id++;
             msgs[s].push_back(m);
         }
@@ -188,6 +290,10 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         }
         if (m.fault == Fault::bad_rkey) w.rkey ^= 0x00ff0000u;
         if (m.fault == Fault::out_of_range) w.remote_addr = base_b + kMem;  // just past the region
+        // The list is read during post_send only: dropped right after it.
+        const std::vector<Sge> sg = to_sge(m.op == OpKind::read ? m.dst_sg : m.src_sg, base_a, mra.lkey);
+        w.sg_list = sg.data();
+        w.num_sge = uint32_t(sg.size());
         return ea.post_send(ca, 1000 + s, w);
     };
     auto post_more = [&] {
@@ -202,6 +308,9 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
                 r.lkey = mrb.lkey;
                 if (m.fault == Fault::bad_recv_lkey) r.lkey ^= 0x00ff0000u;
                 if (m.fault == Fault::short_recv) r.length = m.len - 1;
+                const std::vector<Sge> sg = to_sge(m.dst_sg, base_b, mrb.lkey);
+                r.sg_list = sg.data();
+                r.num_sge = uint32_t(sg.size());
                 const Status st = eb.post_recv(cb, 1000 + s, r);
                 if (st == Status::queue_full) break;
                 REQUIRE(st == Status::ok);
@@ -260,6 +369,30 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
     CHECK(ea.poll_cq(cqa, extra, 8) == 0);
     CHECK(eb.poll_cq(cqb, extra, 8) == 0);
 
+    if (lists) {
+        // R-SGE-4: bytes a destination list does not cover (its gaps, a
+        // receive's tail beyond its SEND) still hold what they started with.
+        std::vector<uint8_t> covered_a(kMem, 1), covered_b(kMem, 1);
+        for (const auto& v : msgs)
+            for (const Msg& m : v)
+                if (!m.dst_sg.empty())
+                    mark_unwritten(m.op == OpKind::read ? covered_a : covered_b, m.dst_off, m.dst_span, m.dst_sg,
+                                   m.len);
+        SplitMix again(seed * 77 + 1);  // the initial contents, as filled above
+        size_t unwritten = 0, bad = 0;
+        for (size_t i = 0; i < kMem; i += 8) {
+            const uint64_t v = again.next();
+            for (size_t j = 0; j < 8; ++j) {
+                const uint8_t b = uint8_t(v >> (8 * j));
+                if (!covered_a[i + j]) { ++unwritten; bad += ma[i + j] != b; }
+                if (!covered_b[i + j]) { ++unwritten; bad += mb[i + j] != uint8_t(b ^ 0x5a); }
+            }
+        }
+        CHECK(unwritten > 0);
+        CHECK(bad == 0);
+        CHECK(link.split_seen > 0);
+    }
+
     for (uint32_t s = 0; s < nstreams; ++s) {
         const auto& sc = sent[1000 + s];
         REQUIRE(sc.size() == msgs[s].size());
@@ -299,7 +432,7 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             case OpKind::write_imm:
             case OpKind::send:
             case OpKind::send_imm:
-                CHECK(fnv(ma.data() + m.src_off, m.len) == fnv(mb.data() + m.dst_off, m.len));
+                CHECK(digest(bytes(ma, m.src_sg, m.src_off, m.len)) == digest(bytes(mb, m.dst_sg, m.dst_off, m.len)));
                 if (m.op != OpKind::write) {
                     REQUIRE(ri < rc.size());
                     CHECK(rc[ri].wr_id == m.wr_id);
@@ -310,7 +443,7 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
                 }
                 break;
             case OpKind::read:
-                CHECK(fnv(mb.data() + m.src_off, m.len) == fnv(ma.data() + m.dst_off, m.len));
+                CHECK(digest(bytes(mb, {}, m.src_off, m.len)) == digest(bytes(ma, m.dst_sg, m.dst_off, m.len)));
                 break;
             case OpKind::atomic_fadd: {
                 uint64_t got, mem;
@@ -413,6 +546,30 @@ TEST_CASE("integrity, hostile responder axis: protection errors among the WRs", 
     shape.hostile = true;
     INFO("streams " << streams << " loss " << loss << " pipeline " << (arr == Arrangement::pipeline));
     run_matrix(streams, 4, loss, 5 + streams * 31 + uint64_t(loss * 1000), arr, shape);
+}
+
+// R-SGE-1..4: the matrix with a random scatter/gather list on every WR and
+// receive, datagrams in two spans; a smaller grid (the lists, not the
+// fabric, are what is new), and once across the counter wrap.
+TEST_CASE("integrity: scatter/gather lists under loss, reordering and duplication", "[engine][integrity][sge]") {
+    const Arrangement arr = GENERATE(Arrangement::run_to_completion, Arrangement::pipeline);
+    const uint32_t streams = GENERATE(1u, 8u);
+    const uint16_t paths = GENERATE(uint16_t(1), uint16_t(4));
+    const double loss = GENERATE(0.0, 0.10, 0.30);
+    Shape shape;
+    shape.layout = Layout::sg_lists;
+    INFO("pipeline " << (arr == Arrangement::pipeline));
+    run_matrix(streams, paths, loss, 5 + streams * 31 + paths * 7 + uint64_t(loss * 1000), arr, shape);
+}
+
+TEST_CASE("integrity, wrap axis: scatter/gather lists at depth 500", "[engine][integrity][wrap][sge]") {
+    const Arrangement arr = GENERATE(Arrangement::run_to_completion, Arrangement::pipeline);
+    Shape shape;
+    shape.depth = 500;
+    shape.per_stream = 1000;
+    shape.wrap = true;
+    shape.layout = Layout::sg_lists;
+    run_matrix(1, 4, 0.10, 17, arr, shape);
 }
 
 // Hidden: one combination from MROCE_COMBO="streams,paths,loss" (debugging aid).

@@ -8,55 +8,13 @@
 #include <cstring>
 #include <vector>
 
-#include "pair_link.hpp"
+#include "engine_fixture.hpp"
 
 using namespace mroce;
 using mroce::test::PairLink;
 
-namespace {
-
-struct Side {
-    Engine eng;
-    uint32_t pd = 0, cq = 0;
-    std::vector<uint8_t> mem;
-    MrInfo mr{};
-    explicit Side(const EngineConfig& cfg, size_t bytes = 1 << 20) : eng(cfg), mem(bytes) {
-        pd = eng.alloc_pd();
-        REQUIRE(eng.create_cq(1 << 16, cq) == Status::ok);
-        REQUIRE(eng.register_mr(pd, mem.data(), mem.size(),
-                                kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
-                                mr) == Status::ok);
-    }
-    uint64_t addr(size_t off = 0) const { return uint64_t(reinterpret_cast<uintptr_t>(mem.data())) + off; }
-};
-
-struct Fixture {
-    EngineConfig cfg;
-    Side a, b;
-    PairLink link;
-    uint32_t ca = 0, cb = 0;
-    explicit Fixture(EngineConfig c = {}, size_t bytes = 1 << 20) : cfg(c), a(c, bytes), b(c, bytes), link(a.eng, b.eng) {
-        REQUIRE(mroce::test::connect_pair(link, ca, cb));
-        REQUIRE(a.eng.create_stream(ca, 7, a.pd, a.cq, a.cq) == Status::ok);
-        REQUIRE(b.eng.create_stream(cb, 7, b.pd, b.cq, b.cq) == Status::ok);
-    }
-    std::vector<Completion> wait(Side& s, size_t n, Time limit = 2'000'000'000) {
-        std::vector<Completion> got;
-        link.run([&] {
-            Completion c[64];
-            size_t k;
-            while ((k = s.eng.poll_cq(s.cq, c, 64)) > 0) got.insert(got.end(), c, c + k);
-            return got.size() >= n;
-        }, limit);
-        return got;
-    }
-};
-
-void fill(std::vector<uint8_t>& m, size_t off, size_t len, uint32_t seed) {
-    for (size_t i = 0; i < len; ++i) m[off + i] = uint8_t((i * 131 + seed * 7 + (i >> 8)) ^ seed);
-}
-
-}  // namespace
+using mroce::test::Fixture;
+using mroce::test::fill;
 
 TEST_CASE("connect and write 1 MiB minus a bit", "[engine]") {
     Fixture f;

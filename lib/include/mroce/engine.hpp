@@ -64,6 +64,16 @@ struct Completion {
 
 enum class OpKind : uint8_t { send, send_imm, write, write_imm, read, atomic_cas, atomic_fadd };
 
+// One entry of a scatter/gather list (verbs ibv_sge): length bytes at addr,
+// inside the region of lkey (R-SGE-1).
+struct Sge {
+    uint64_t addr = 0;
+    uint32_t length = 0;
+    uint32_t lkey = 0;
+};
+// The most entries a list may have (EngineConfig::max_send_sge, max_recv_sge).
+inline constexpr uint32_t kMaxSge = 32;
+
 struct SendWr {
     uint64_t wr_id = 0;
     OpKind op = OpKind::write;
@@ -77,6 +87,13 @@ struct SendWr {
     uint64_t swap = 0;          // CAS: swap value
     bool signaled = true;       // false: success completes silently (errors always complete)
     bool solicited = false;
+    // Scatter/gather list (R-SGE-1), read during post_send only: num_sge > 0
+    // gathers the message from sg_list[0, num_sge) in order (READ: scatters
+    // the response into it), at most config().max_send_sge entries, and
+    // local_addr, length and lkey are ignored (length becomes the entries'
+    // sum). 0: the one buffer local_addr, length, lkey. Atomics: one 8-byte buffer.
+    const Sge* sg_list = nullptr;
+    uint32_t num_sge = 0;
 };
 
 struct RecvWr {
@@ -84,6 +101,10 @@ struct RecvWr {
     uint64_t addr = 0;
     uint32_t length = 0;
     uint32_t lkey = 0;
+    // As SendWr: num_sge > 0 (at most config().max_recv_sge) receives a SEND
+    // into sg_list[0, num_sge), entry after entry, instead of addr, length, lkey.
+    const Sge* sg_list = nullptr;
+    uint32_t num_sge = 0;
 };
 
 struct MrInfo {
@@ -175,6 +196,10 @@ struct EngineConfig {
     uint16_t num_paths = 4;          // paths per connection this side sends on
     uint32_t stream_depth = 256;     // outstanding messages per stream and direction
     uint32_t recv_depth = 1024;      // posted receives per stream
+    // Reserved per send-queue / receive-queue slot of every stream, as a verbs
+    // QP's max_send_sge and max_recv_sge (R-SGE-1).
+    uint32_t max_send_sge = 4;       // 1..kMaxSge entries per send WR's list
+    uint32_t max_recv_sge = 4;       // 1..kMaxSge entries per receive's list
     uint32_t csn_window = 4096;      // CSNs in flight per connection (power of two)
     uint32_t rx_capacity_mbps = 100000;  // this endpoint's inbound capacity (R-HINT-3)
     bool rate_hints = true;          // send fair-share hints and obey received ones
