@@ -305,18 +305,21 @@ TEST_CASE("incast: four engines WRITE into one through a shared ECN queue", "[si
 // the other paths' ACKs take microseconds, so every NAK is overtaken by ACKs
 // of later packets. B's stream 2 is in ERROR before A sends (B's own post
 // failed its local check); stream 1 is healthy. 1% loss on every link in the
-// second run. Every success is verified; stream 2 never succeeds.
+// second run; both placement and both CC arrangements. Every success is
+// verified; stream 2 never succeeds.
 TEST_CASE("sim: a NAK on a slow reverse path never loses to ACKs on fast ones", "[sim][engine][completion]") {
     const double loss = GENERATE(0.0, 0.01);
     const bool cc_stage = GENERATE(false, true);
-    INFO("loss " << loss << " CC stage " << cc_stage);
+    const bool deferred = GENERATE(false, true);
+    INFO("loss " << loss << " CC stage " << cc_stage << " deferred placement " << deferred);
     EngineConfig cfg;
     cfg.num_paths = 4;
     cfg.offload_cc = cc_stage;
+    cfg.deferred_placement = deferred;
     constexpr size_t kSlot = 32768, kLen = 20000;
     constexpr uint32_t kWrs = 40;
     Side a(cfg, kSlot * kWrs), b(cfg, kSlot * kWrs);
-    Fabric fab(21 + uint64_t(loss * 100) + cc_stage);
+    Fabric fab(21 + uint64_t(loss * 100) + cc_stage + 2 * deferred);
     a.host = fab.add_host(a.eng);
     b.host = fab.add_host(b.eng);
     PairConfig pc;
