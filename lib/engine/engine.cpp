@@ -24,6 +24,7 @@ const char* to_string(Status s) noexcept {
     case Status::bad_state: return "bad state";
     case Status::exists: return "already exists";
     case Status::no_memory: return "out of memory";
+    case Status::message_too_long: return "message longer than kMaxMessageSize (2^31 bytes)";
     }
     return "unknown";
 }
@@ -375,14 +376,14 @@ static void put_be64(uint8_t* p, uint64_t v) {
 
 // R-SGE-1: the length of a work request's message (a receive's space): its
 // one buffer's (num_sge 0), or its list's sum. False: a list beyond
-// max_sge entries, without its array, or longer than a message may be.
+// max_sge entries or without its array (the total's limit, R-SEG-5, is the caller's).
 static bool wr_length(const Sge* sg, uint32_t n, uint32_t max_sge, uint32_t one, uint64_t& length) {
     length = one;
     if (n == 0) return true;
     if (n > max_sge || !sg) return false;
     length = 0;
-    for (uint32_t i = 0; i < n; ++i) length += sg[i].length;
-    return length <= (1ull << 32) - 1;
+    for (uint32_t i = 0; i < n; ++i) length += sg[i].length;  // at most kMaxSge * 2^32: no overflow
+    return true;
 }
 
 // R-MEM-4 and R-SGE-2 for a posted list: its entries into the slot's share
@@ -423,6 +424,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     uint64_t length = 0;
     if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_send_sge, wr.length, length)) return Status::invalid_argument;
     if (atomic && (length != 8 || wr.num_sge > 1 || (wr.remote_addr & 7))) return Status::invalid_argument;
+    if (length > kMaxMessageSize) return Status::message_too_long;  // R-SEG-5, a list's total too
 
     const uint32_t msg_seq = s->sq_tail++;
     const uint32_t slot = msg_seq & s->sq_mask;
@@ -480,7 +482,8 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
     if (!s) return Status::no_such_object;
     if (s->rq_posted - s->rq_done >= s->rq_limit) return Status::queue_full;
     uint64_t length = 0;
-    if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_recv_sge, wr.length, length)) return Status::invalid_argument;
+    if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_recv_sge, wr.length, length) || length > 0xffffffffu)
+        return Status::invalid_argument;
     const uint32_t slot = s->rq_posted & s->rq_mask;
     RecvWqe& r = s->rq[slot];
     r = RecvWqe{};

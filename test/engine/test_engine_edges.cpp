@@ -4,8 +4,11 @@
 // The engine at its edges: queues and CQs of depths that are not powers of
 // two across the 32-bit wrap of their counters (R-WRAP-1; the same depths
 // with traffic, every counter wrapping, are the integrity matrix's wrap
-// axis), and keys and connection ids that do not come back (R-KEY-1).
+// axis), keys and connection ids that do not come back (R-KEY-1), and the
+// longest message (R-SEG-5).
 #include <catch2/catch.hpp>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <unordered_set>
@@ -335,4 +338,181 @@ TEST_CASE("initial CSN and cookie are drawn afresh for every connection", "[engi
     }
     CHECK(csns.size() == 64);
     CHECK(cookies.size() == 64);
+}
+
+namespace {
+
+// len bytes of address space whose content repeats every period bytes (61
+// pages: a misplaced segment lands on different bytes unless it moved by a
+// multiple of 61 pages): one memfd mapped again and again, so a 2 GiB
+// message source costs 244 KiB of memory (RssShmem counts the memfd's pages
+// once per mapping; physically they are there once).
+struct PeriodicSource {
+    uint8_t* base = nullptr;
+    size_t span = 0;
+    int fd = -1;
+    PeriodicSource(size_t len, uint64_t seed) {
+        const size_t period = size_t(sysconf(_SC_PAGESIZE)) * 61;
+        span = (len + period - 1) / period * period;
+        fd = memfd_create("mroce-test-source", 0);
+        REQUIRE(fd >= 0);
+        std::vector<uint8_t> pattern(period);
+        mroce::test::SplitMix rng(seed);
+        for (uint8_t& b : pattern) b = uint8_t(rng.next());
+        REQUIRE(pwrite(fd, pattern.data(), period, 0) == ssize_t(period));
+        void* r = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        REQUIRE(r != MAP_FAILED);
+        base = static_cast<uint8_t*>(r);
+        for (size_t off = 0; off < span; off += period)
+            REQUIRE(mmap(base + off, period, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == base + off);
+    }
+    ~PeriodicSource() {
+        munmap(base, span);
+        close(fd);
+    }
+};
+
+// Fresh anonymous memory that the check gives back as it goes.
+struct Sink {
+    uint8_t* base = nullptr;
+    size_t len = 0;
+    explicit Sink(size_t n) : len(n) {
+        void* r = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        REQUIRE(r != MAP_FAILED);
+        base = static_cast<uint8_t*>(r);
+    }
+    ~Sink() { munmap(base, len); }
+};
+
+}  // namespace
+
+// R-SEG-5: a message of exactly kMaxMessageSize (2^31 bytes, verbs'
+// max_msg_sz) is carried end to end: 238,610 segments of 9000 bytes, the
+// last one partial. Every destination byte is compared with the source in
+// order as the segments land, and each checked MiB is given back, so the
+// run holds only what the reordering window leaves unchecked.
+TEST_CASE("a 2^31-byte WRITE lands whole", "[engine][edges][length]") {
+    constexpr uint32_t len = kMaxMessageSize;
+    EngineConfig cfg;
+    cfg.max_payload = 9000;
+    cfg.conn_timeout = 60'000'000'000ull;
+    Engine ea(cfg), eb(cfg);
+    mroce::test::PairLink link(ea, eb, 13);
+    uint32_t ca = 0, cb = 0;
+    REQUIRE(mroce::test::connect_pair(link, ca, cb));
+    PeriodicSource src(len, 21);
+    Sink dst(len);
+    const uint32_t pda = ea.alloc_pd(), pdb = eb.alloc_pd();
+    uint32_t cqa, cqb;
+    REQUIRE(ea.create_cq(16, cqa) == Status::ok);
+    REQUIRE(eb.create_cq(16, cqb) == Status::ok);
+    MrInfo ms, md;
+    REQUIRE(ea.register_mr(pda, src.base, len, 0, ms) == Status::ok);
+    REQUIRE(eb.register_mr(pdb, dst.base, len, kAccessLocalWrite | kAccessRemoteWrite, md) == Status::ok);
+    REQUIRE(ea.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
+    REQUIRE(eb.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    SendWr w;
+    w.wr_id = 42;
+    w.op = OpKind::write;
+    w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.base));
+    w.length = len;
+    w.lkey = ms.lkey;
+    w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.base));
+    w.rkey = md.rkey;
+    REQUIRE(ea.post_send(ca, 1, w) == Status::ok);
+
+    constexpr size_t kChunk = 1 << 20;
+    size_t checked = 0;
+    uint64_t checked_at = 0;
+    auto check_landed = [&] {
+        while (checked < len && std::memcmp(dst.base + checked, src.base + checked, kChunk) == 0) {
+            REQUIRE(madvise(dst.base + checked, kChunk, MADV_DONTNEED) == 0);
+            checked += kChunk;
+        }
+    };
+    std::vector<Completion> got;
+    const bool done = link.run([&] {
+        if (link.delivered - checked_at >= 256) {  // about 2 MiB of segments since the last look
+            checked_at = link.delivered;
+            check_landed();
+        }
+        Completion c[4];
+        for (size_t n; (n = ea.poll_cq(cqa, c, 4)) > 0;) got.insert(got.end(), c, c + n);
+        return !got.empty();
+    }, 100'000'000'000ull);
+    REQUIRE(done);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 42);
+    CHECK(got[0].status == WcStatus::success);
+    CHECK(got[0].byte_len == len);
+    check_landed();
+    CHECK(checked == len);  // every byte, in its place
+    ConnStats sa;
+    REQUIRE(ea.conn_stats(ca, sa) == Status::ok);
+    CHECK(sa.tx_payload_bytes == len);
+    CHECK(sa.tx_data_packets == (uint64_t(len) + 8999) / 9000);
+}
+
+// R-SEG-5: one byte more is refused at post, before the WR takes a
+// msg_seq: the stream stays usable and the next WR completes normally.
+TEST_CASE("a WR longer than 2^31 bytes is refused at post", "[engine][edges][length]") {
+    Engine ea, eb;
+    mroce::test::PairLink link(ea, eb, 17);
+    uint32_t ca = 0, cb = 0;
+    REQUIRE(mroce::test::connect_pair(link, ca, cb));
+    const uint32_t pda = ea.alloc_pd(), pdb = eb.alloc_pd();
+    uint32_t cqa, cqb;
+    REQUIRE(ea.create_cq(16, cqa) == Status::ok);
+    REQUIRE(eb.create_cq(16, cqb) == Status::ok);
+    REQUIRE(ea.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
+    REQUIRE(eb.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    Sink big(size_t(kMaxMessageSize) + 4096);  // never touched: the WRs are refused before any check
+    MrInfo ma, mb;
+    const uint32_t all = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+    REQUIRE(ea.register_mr(pda, big.base, big.len, all, ma) == Status::ok);
+    std::vector<uint8_t> dst(4096);
+    REQUIRE(eb.register_mr(pdb, dst.data(), dst.size(), all, mb) == Status::ok);
+    for (const OpKind op : {OpKind::write, OpKind::send, OpKind::read}) {
+        for (const uint32_t len : {kMaxMessageSize + 1, 0xffffffffu}) {
+            INFO("op " << int(op) << " length " << len);
+            SendWr w;
+            w.op = op;
+            w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(big.base));
+            w.length = len;
+            w.lkey = ma.lkey;
+            w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+            w.rkey = mb.rkey;
+            CHECK(ea.post_send(ca, 1, w) == Status::message_too_long);
+        }
+    }
+    // A gathered message's total counts (R-SGE-1): 2^31 + 1, and a sum past 2^32.
+    const uint64_t at = uint64_t(reinterpret_cast<uintptr_t>(big.base));
+    const std::vector<Sge> over = {{at, 1u << 30, ma.lkey}, {at, (1u << 30) + 1, ma.lkey}};
+    const std::vector<Sge> wraps = {{at, 1u << 31, ma.lkey}, {at, 1u << 31, ma.lkey}, {at, 1u << 31, ma.lkey}};
+    for (const std::vector<Sge>* list : {&over, &wraps}) {
+        SendWr w;
+        w.op = OpKind::write;
+        w.sg_list = list->data();
+        w.num_sge = uint32_t(list->size());
+        w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+        w.rkey = mb.rkey;
+        CHECK(ea.post_send(ca, 1, w) == Status::message_too_long);
+    }
+    CHECK(std::string(to_string(Status::message_too_long)).find("2^31") != std::string::npos);
+    SendWr w;
+    w.wr_id = 7;
+    w.op = OpKind::write;
+    w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(big.base));
+    w.length = 4096;
+    w.lkey = ma.lkey;
+    w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+    w.rkey = mb.rkey;
+    REQUIRE(ea.post_send(ca, 1, w) == Status::ok);
+    Completion c{};
+    size_t n = 0;
+    REQUIRE(link.run([&] { return (n += ea.poll_cq(cqa, &c, 1)) > 0; }, 1'000'000'000));
+    CHECK(n == 1);
+    CHECK(c.wr_id == 7);  // the refused WRs took no place in the queue
+    CHECK(c.status == WcStatus::success);
+    CHECK(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0; }));  // untouched source pages
 }

@@ -33,6 +33,7 @@ enum class Status : int {
     bad_state,          // connection not established, or stream in error
     exists,             // stream id already created
     no_memory,
+    message_too_long,   // a work request longer than kMaxMessageSize (R-SEG-5)
 };
 const char* to_string(Status s) noexcept;
 
@@ -73,6 +74,9 @@ struct Sge {
 };
 // The most entries a list may have (EngineConfig::max_send_sge, max_recv_sge).
 inline constexpr uint32_t kMaxSge = 32;
+
+// R-SEG-5: the longest message a send WR may carry (verbs' max_msg_sz).
+inline constexpr uint32_t kMaxMessageSize = 1u << 31;
 
 struct SendWr {
     uint64_t wr_id = 0;
