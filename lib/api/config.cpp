@@ -69,6 +69,7 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     else if (k == "recv_depth") e.recv_depth = uint32_t(parse_uint(w, v, 1, 1u << 20));
     else if (k == "max_send_sge") e.max_send_sge = uint32_t(parse_uint(w, v, 1, kMaxSge));
     else if (k == "max_recv_sge") e.max_recv_sge = uint32_t(parse_uint(w, v, 1, kMaxSge));
+    else if (k == "max_inline") e.max_inline = uint32_t(parse_uint(w, v, 0, kMaxInline));
     else if (k == "csn_window") {
         const uint64_t x = parse_uint(w, v, 64, 1u << 20);
         if (x & (x - 1)) w.bad("must be a power of two", v);

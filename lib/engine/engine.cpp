@@ -10,6 +10,7 @@
 #include <bit>
 #include <cerrno>
 #include <random>
+#include <utility>
 
 #include "engine_impl.hpp"
 
@@ -83,6 +84,7 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
     c.recv_depth = std::clamp<uint32_t>(c.recv_depth, 1, 1u << 20);
     c.max_send_sge = std::clamp<uint32_t>(c.max_send_sge, 1, kMaxSge);
     c.max_recv_sge = std::clamp<uint32_t>(c.max_recv_sge, 1, kMaxSge);
+    c.max_inline = std::min<uint32_t>(c.max_inline, kMaxInline);
     if (!power_of_two(c.csn_window) || c.csn_window < 64 || c.csn_window > (1u << 20)) c.csn_window = 4096;
     if (c.min_rto == 0) c.min_rto = 1000;
     if (c.max_rto < c.min_rto) c.max_rto = c.min_rto;
@@ -325,6 +327,7 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uin
     // Lists of two or more entries live here (one buffer: in the WQE itself).
     if (cfg.max_send_sge > 1) s.sq_sge.resize(s.sq.size() * cfg.max_send_sge);
     if (cfg.max_recv_sge > 1) s.rq_sge.resize(s.rq.size() * cfg.max_recv_sge);
+    s.sq_inline.resize(s.sq.size() * cfg.max_inline);
     s.depth = cfg.stream_depth;
     s.rx.resize(std::bit_ceil(cfg.stream_depth));
     s.rx_mask = depth_mask(s.rx);
@@ -409,6 +412,17 @@ static uint32_t segments(const SendWqe& w, uint32_t seg) {
     return n;
 }
 
+// R-INLINE-1, R-INLINE-3: copies the bytes of list e[0, n) one after the
+// other to dst; where(entry) gives an entry's {address, length}.
+template <class Entry, class Where>
+static void gather_copy(uint8_t* dst, const Entry* e, uint32_t n, Where where) {
+    for (uint32_t i = 0; i < n; ++i) {
+        const auto [src, len] = where(e[i]);
+        if (len) std::memcpy(dst, src, len);
+        dst += len;
+    }
+}
+
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
@@ -425,6 +439,8 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_send_sge, wr.length, length)) return Status::invalid_argument;
     if (atomic && (length != 8 || wr.num_sge > 1 || (wr.remote_addr & 7))) return Status::invalid_argument;
     if (length > kMaxMessageSize) return Status::message_too_long;  // R-SEG-5, a list's total too
+    const bool carries_data = op != wire::Opcode::read_req && !atomic;
+    if (wr.inline_data && (!carries_data || length > I.cfg.max_inline)) return Status::invalid_argument;  // R-INLINE-1
 
     const uint32_t msg_seq = s->sq_tail++;
     const uint32_t slot = msg_seq & s->sq_mask;
@@ -445,29 +461,47 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         I.advance_sq(*c, *s);
         return Status::ok;
     }
-    // R-MEM-4: local buffer check (R-SGE-2: of every entry). READ and atomics write into it.
-    const bool local_write = (op == wire::Opcode::read_req) || atomic;
-    bool local_ok = true;
-    if (wr.num_sge == 0) {
-        if (wr.length > 0) {
-            w.local = I.mrs.check_local(wr.lkey, wr.local_addr, wr.length, local_write);
-            local_ok = w.local != nullptr;
-        }
+    uint8_t* const copy = s->sq_inline.data() + size_t(slot) * I.cfg.max_inline;
+    if (wr.inline_data) {
+        // R-INLINE-1: the bytes now, from wherever the application has them; no lkey.
+        const Sge one{wr.local_addr, wr.length, 0};
+        gather_copy(copy, wr.num_sge ? wr.sg_list : &one, wr.num_sge ? wr.num_sge : 1, [](const Sge& e) {
+            return std::pair{reinterpret_cast<const uint8_t*>(uintptr_t(e.addr)), e.length};
+        });
+        w.local = copy;
+        w.nsge = length ? 1 : 0;
     } else {
-        local_ok = I.resolve_list(s->sq_sge, slot, I.cfg.max_send_sge, wr.sg_list, wr.num_sge, local_write, w.local,
-                                  w.sge, w.nsge);
-    }
-    if (!local_ok) {
-        w.status = WcStatus::loc_prot_err;
-        w.done = true;
-        I.stream_error(*c, *s, msg_seq, WcStatus::loc_prot_err);
-        return Status::ok;
+        // R-MEM-4: local buffer check (R-SGE-2: of every entry). READ and atomics write into it.
+        const bool local_write = (op == wire::Opcode::read_req) || atomic;
+        bool local_ok = true;
+        if (wr.num_sge == 0) {
+            if (wr.length > 0) {
+                w.local = I.mrs.check_local(wr.lkey, wr.local_addr, wr.length, local_write);
+                local_ok = w.local != nullptr;
+            }
+        } else {
+            local_ok = I.resolve_list(s->sq_sge, slot, I.cfg.max_send_sge, wr.sg_list, wr.num_sge, local_write,
+                                      w.local, w.sge, w.nsge);
+        }
+        if (!local_ok) {
+            w.status = WcStatus::loc_prot_err;
+            w.done = true;
+            I.stream_error(*c, *s, msg_seq, WcStatus::loc_prot_err);
+            return Status::ok;
+        }
+        if (carries_data && w.nsge > 1 && length <= I.cfg.max_inline) {
+            // R-INLINE-3: a small list is gathered by copy, into one packet
+            // rather than one per entry; its bytes are read at post, not at transmission.
+            gather_copy(copy, w.sge, w.nsge, [](const LocalSeg& e) { return std::pair{e.ptr, e.len}; });
+            w.local = copy;
+            w.sge = nullptr;
+            w.nsge = 1;
+        }
     }
     if (atomic) {
         put_be64(w.atomic_ops, wr.compare_add);
         put_be64(w.atomic_ops + 8, op == wire::Opcode::atomic_cas ? wr.swap : 0);
     }
-    const bool carries_data = op != wire::Opcode::read_req && !atomic;
     w.npkts = carries_data ? segments(w, c->seg) : 1;
     c->jobs.push(TxJob{sidx, slot, JobKind::request});
     return Status::ok;

@@ -184,6 +184,11 @@ struct Stream {
     std::vector<SendWqe> sq;     // bit_ceil(stream_depth) slots, msg_seq & sq_mask
     uint32_t sq_mask = 0;
     std::vector<LocalSeg> sq_sge;  // max_send_sge entries per send-queue slot (R-SGE-1)
+    // max_inline bytes per send-queue slot: the copies of inline sends and of
+    // small lists (R-INLINE-1, R-INLINE-3). A slot's bytes are rewritten only
+    // by a later WR in the slot, so retransmissions of a flushed WR still
+    // read its own (R-INLINE-2).
+    std::vector<uint8_t> sq_inline;
     uint32_t sq_head = 0;        // oldest msg_seq not yet completed
     uint32_t sq_tail = 0;        // next msg_seq
     uint32_t sq_limit = 0;       // min(own depth, peer's depth)

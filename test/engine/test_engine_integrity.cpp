@@ -14,7 +14,10 @@
 // scatter/gather variant gives every WR a random list of 1..16 entries (odd
 // sizes, zero-length ones, entries out of address order with gaps between
 // them) on both sides, and delivers datagrams in two spans cut at random
-// (R-SGE-*); the gaps must stay untouched.
+// (R-SGE-*); the gaps must stay untouched. An inline variant posts most
+// SEND/WRITE WRs of up to max_inline bytes inline (R-INLINE-1: no lkey, some
+// from lists) and overwrites their source right after post_send: the
+// destination must hold the bytes as they were at post.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -56,10 +59,12 @@ struct Msg {
     // src_off / dst_off.
     std::vector<Piece> src_sg, dst_sg;
     size_t dst_span = 0;  // bytes the destination list takes from dst_off
+    bool inline_data = false;     // inline variant: posted inline, source overwritten after post
+    std::vector<uint8_t> posted;  // inline: the source bytes when it was posted
 };
 
 enum class Arrangement { run_to_completion, pipeline };
-enum class Layout { buffers, sg_lists };
+enum class Layout { buffers, sg_lists, inline_sends };
 
 // A random list for len + extra bytes from base on: 1..16 entries of random
 // (odd, some zero) lengths, laid out in a shuffled order with gaps of 0..40
@@ -134,6 +139,7 @@ struct Shape {
     // it flushes, nothing after it executes (R-ACK-8, R-STREAM-2, R-STREAM-8).
     bool hostile = false;
     Layout layout = Layout::buffers;
+    uint16_t max_payload = 4096;
 };
 
 void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
@@ -141,13 +147,15 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
     const bool pipeline = arr == Arrangement::pipeline;
     const uint32_t per_stream = shape.per_stream ? shape.per_stream : std::max<uint32_t>(4, 160 / nstreams);
     const bool lists = shape.layout == Layout::sg_lists;
+    const bool inlines = shape.layout == Layout::inline_sends;
     EngineConfig cfg;
     cfg.max_send_sge = 16;
     cfg.max_recv_sge = 16;
     cfg.deferred_placement = pipeline;
     cfg.offload_cc = pipeline;
     cfg.num_paths = npaths;
-    cfg.max_payload = 4096;
+    cfg.max_payload = shape.max_payload;
+    if (shape.max_payload < 512) cfg.place_inline_max = 32;  // small segments still reach the placement stage
     cfg.stream_depth = shape.depth;
     cfg.recv_depth = shape.depth;
     // About 3/7 of the messages consume a receive: the counters start half
@@ -217,12 +225,18 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             m.len = cls == 0 ? 0 : cls < 6 ? uint32_t(rng.next() % 4200) : uint32_t(rng.next() % 40000);
             const bool atomic = m.op == OpKind::atomic_cas || m.op == OpKind::atomic_fadd;
             if (atomic) m.len = 8;
+            if (inlines && !atomic && m.op != OpKind::read && rng.next() % 10 < 7) {
+                m.inline_data = true;
+                m.len = uint32_t(rng.next() % 257);  // up to the default max_inline
+            }
             if (used + m.len + (lists ? kListSlack : 0) + 16 > budget_per_stream) m.len = 0;
             bump = (bump + 7) & ~size_t(7);
             m.src_off = bump;
             m.dst_off = bump + kMem / 2;
             size_t span = m.len;
-            if (lists && atomic) {
+            if (m.inline_data && (rng.next() & 1)) {
+                span = random_list(rng, m.src_off, m.len, 0, m.src_sg);  // inline from a list
+            } else if (lists && atomic) {
                 if (rng.next() & 1) m.src_sg.push_back(Piece{m.src_off, 8});  // a one-entry list of the 8 bytes
             } else if (lists && m.op == OpKind::read) {
                 m.dst_span = random_list(rng, m.dst_off, m.len, 0, m.dst_sg);  // A scatters B's bytes
@@ -290,11 +304,24 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
         }
         if (m.fault == Fault::bad_rkey) w.rkey ^= 0x00ff0000u;
         if (m.fault == Fault::out_of_range) w.remote_addr = base_b + kMem;  // just past the region
+        // R-INLINE-1: no lkey is checked, so none is given.
+        const uint32_t lkey = m.inline_data ? 0xbad0bad0u : mra.lkey;
+        if (m.inline_data) {
+            w.inline_data = true;
+            w.lkey = lkey;
+            m.posted = bytes(ma, m.src_sg, m.src_off, m.len);
+        }
         // The list is read during post_send only: dropped right after it.
-        const std::vector<Sge> sg = to_sge(m.op == OpKind::read ? m.dst_sg : m.src_sg, base_a, mra.lkey);
+        const std::vector<Sge> sg = to_sge(m.op == OpKind::read ? m.dst_sg : m.src_sg, base_a, lkey);
         w.sg_list = sg.data();
         w.num_sge = uint32_t(sg.size());
-        return ea.post_send(ca, 1000 + s, w);
+        const Status st = ea.post_send(ca, 1000 + s, w);
+        if (st == Status::ok && m.inline_data) {
+            // The buffer is the application's again at once.
+            if (m.src_sg.empty()) std::memset(ma.data() + m.src_off, 0xee, m.len);
+            for (const Piece& p : m.src_sg) std::memset(ma.data() + p.off, 0xee, p.len);
+        }
+        return st;
     };
     auto post_more = [&] {
         for (uint32_t s = 0; s < nstreams; ++s) {
@@ -432,7 +459,8 @@ void run_matrix(uint32_t nstreams, uint16_t npaths, double loss, uint64_t seed,
             case OpKind::write_imm:
             case OpKind::send:
             case OpKind::send_imm:
-                CHECK(digest(bytes(ma, m.src_sg, m.src_off, m.len)) == digest(bytes(mb, m.dst_sg, m.dst_off, m.len)));
+                CHECK(digest(m.inline_data ? m.posted : bytes(ma, m.src_sg, m.src_off, m.len)) ==
+                      digest(bytes(mb, m.dst_sg, m.dst_off, m.len)));
                 if (m.op != OpKind::write) {
                     REQUIRE(ri < rc.size());
                     CHECK(rc[ri].wr_id == m.wr_id);
@@ -570,6 +598,20 @@ TEST_CASE("integrity, wrap axis: scatter/gather lists at depth 500", "[engine][i
     shape.wrap = true;
     shape.layout = Layout::sg_lists;
     run_matrix(1, 4, 0.10, 17, arr, shape);
+}
+
+// R-INLINE-1..3: inline SENDs and WRITEs (some from lists, none with a
+// valid lkey), their sources overwritten right after post, under loss and
+// duplication: what lands is what was posted, retransmissions included.
+TEST_CASE("integrity: inline sends under loss, reordering and duplication", "[engine][integrity][inline]") {
+    const Arrangement arr = GENERATE(Arrangement::run_to_completion, Arrangement::pipeline);
+    const uint32_t streams = GENERATE(1u, 8u);
+    const double loss = GENERATE(0.0, 0.10, 0.30);
+    Shape shape;
+    shape.layout = Layout::inline_sends;
+    shape.max_payload = 100;  // inline WRs of several packets, each resent from the engine's copy
+    INFO("pipeline " << (arr == Arrangement::pipeline));
+    run_matrix(streams, 4, loss, 9 + streams * 31 + uint64_t(loss * 1000), arr, shape);
 }
 
 // Hidden: one combination from MROCE_COMBO="streams,paths,loss" (debugging aid).

@@ -33,7 +33,7 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
            a.rx_batch == b.rx_batch && a.gso == b.gso &&
            a.gro == b.gro && x.max_payload == y.max_payload && x.num_paths == y.num_paths &&
            x.stream_depth == y.stream_depth && x.recv_depth == y.recv_depth && x.csn_window == y.csn_window &&
-           x.max_send_sge == y.max_send_sge && x.max_recv_sge == y.max_recv_sge &&
+           x.max_send_sge == y.max_send_sge && x.max_recv_sge == y.max_recv_sge && x.max_inline == y.max_inline &&
            x.rx_capacity_mbps == y.rx_capacity_mbps && x.rate_hints == y.rate_hints &&
            x.accept_incoming == y.accept_incoming && x.initial_rto == y.initial_rto && x.min_rto == y.min_rto &&
            x.max_rto == y.max_rto && x.fail_after_timeouts == y.fail_after_timeouts &&

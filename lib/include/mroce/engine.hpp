@@ -74,6 +74,8 @@ struct Sge {
 };
 // The most entries a list may have (EngineConfig::max_send_sge, max_recv_sge).
 inline constexpr uint32_t kMaxSge = 32;
+// The most bytes EngineConfig::max_inline may give an inline send.
+inline constexpr uint32_t kMaxInline = 4096;
 
 // R-SEG-5: the longest message a send WR may carry (verbs' max_msg_sz).
 inline constexpr uint32_t kMaxMessageSize = 1u << 31;
@@ -91,6 +93,11 @@ struct SendWr {
     uint64_t swap = 0;          // CAS: swap value
     bool signaled = true;       // false: success completes silently (errors always complete)
     bool solicited = false;
+    // verbs IBV_SEND_INLINE (R-INLINE-1): a SEND, SEND_IMM, WRITE or
+    // WRITE_IMM of at most config().max_inline bytes whose bytes post_send
+    // copies (no lkey is checked): the buffer may be reused as soon as
+    // post_send returns.
+    bool inline_data = false;
     // Scatter/gather list (R-SGE-1), read during post_send only: num_sge > 0
     // gathers the message from sg_list[0, num_sge) in order (READ: scatters
     // the response into it), at most config().max_send_sge entries, and
@@ -201,9 +208,10 @@ struct EngineConfig {
     uint32_t stream_depth = 256;     // outstanding messages per stream and direction
     uint32_t recv_depth = 1024;      // posted receives per stream
     // Reserved per send-queue / receive-queue slot of every stream, as a verbs
-    // QP's max_send_sge and max_recv_sge (R-SGE-1).
+    // QP's max_send_sge, max_recv_sge and max_inline_data (R-SGE-1, R-INLINE-1).
     uint32_t max_send_sge = 4;       // 1..kMaxSge entries per send WR's list
     uint32_t max_recv_sge = 4;       // 1..kMaxSge entries per receive's list
+    uint32_t max_inline = 256;       // 0..kMaxInline bytes of an inline send (and of a list gathered by copy)
     uint32_t csn_window = 4096;      // CSNs in flight per connection (power of two)
     uint32_t rx_capacity_mbps = 100000;  // this endpoint's inbound capacity (R-HINT-3)
     bool rate_hints = true;          // send fair-share hints and obey received ones
