@@ -125,7 +125,19 @@ struct Device::LoopHooks {
 size_t Device::step_locked(Time now) {
     ++dst_.passes;
     LoopHooks h{*this};
-    return loop_.step(now, h);
+    const size_t moved = loop_.step(now, h);
+    deliver_cq_events_locked();
+    return moved;
+}
+
+// R-NOTIFY-2: the notifications the engine raised in this pass (or API call)
+// go to their CQs' channels; the eventfd writes happen here, in the loop, not
+// in the engine (doc/architecture.md 4.1).
+void Device::deliver_cq_events_locked() {
+    CqEvent ev[16];
+    for (size_t n; (n = eng_.take_cq_events(ev, 16)) > 0;)
+        for (size_t i = 0; i < n; ++i)
+            if (CompletionChannel* ch = cq_channel_[ev[i].cq - 1]) ch->post(ev[i].cq, ev[i].events);
 }
 
 size_t Device::inject_faults(RxPacket* rx, size_t n) noexcept {
@@ -203,12 +215,50 @@ void Device::deregister_mr(const MemoryRegion& mr) {
     if (s != Status::ok) fail("deregister_mr", s);
 }
 
-uint32_t Device::create_cq(uint32_t depth) {
+uint32_t Device::create_cq(uint32_t depth) { return create_cq(depth, nullptr); }
+
+uint32_t Device::create_cq(uint32_t depth, CompletionChannel* channel) {
     MaybeLock g(mu_, thr_.joinable());
+    if (channel && &channel->dev_ != this) throw Error("create_cq: the completion channel belongs to another device");
     uint32_t cq = 0;
     const Status s = eng_.create_cq(depth, cq);
     if (s != Status::ok) fail("create_cq", s);
+    cq_channel_.resize(cq, nullptr);
+    cq_channel_[cq - 1] = channel;
+    std::lock_guard<std::mutex> e(ev_mu_);
+    events_got_.resize(cq, 0);
+    events_acked_.resize(cq, 0);
     return cq;
+}
+
+CompletionChannel& Device::create_comp_channel() {
+    MaybeLock g(mu_, thr_.joinable());
+    channels_.push_back(std::unique_ptr<CompletionChannel>(new CompletionChannel(*this)));
+    return *channels_.back();
+}
+
+void Device::req_notify_cq(uint32_t cq, bool solicited_only) {
+    MaybeLock g(mu_, thr_.joinable());
+    if (cq == 0 || cq > cq_channel_.size()) fail(("req_notify_cq " + std::to_string(cq)).c_str(), Status::no_such_object);
+    if (!cq_channel_[cq - 1])
+        throw Error("req_notify_cq: CQ " + std::to_string(cq) + " was created without a completion channel");
+    const Status s = eng_.req_notify_cq(cq, solicited_only);
+    if (s != Status::ok) fail("req_notify_cq", s);
+}
+
+void Device::ack_cq_events(uint32_t cq, uint32_t n) {
+    std::lock_guard<std::mutex> e(ev_mu_);
+    if (cq == 0 || cq > events_got_.size()) fail(("ack_cq_events " + std::to_string(cq)).c_str(), Status::no_such_object);
+    if (events_acked_[cq - 1] + n > events_got_[cq - 1])
+        throw Error("ack_cq_events: " + std::to_string(n) + " events of CQ " + std::to_string(cq) + ", but " +
+                    std::to_string(events_got_[cq - 1] - events_acked_[cq - 1]) + " taken and not acknowledged");
+    events_acked_[cq - 1] += n;
+}
+
+uint64_t Device::unacked_cq_events(uint32_t cq) const {
+    std::lock_guard<std::mutex> e(ev_mu_);
+    if (cq == 0 || cq > events_got_.size()) return 0;
+    return events_got_[cq - 1] - events_acked_[cq - 1];
 }
 
 size_t Device::poll_cq(uint32_t cq, Completion* out, size_t max) {
@@ -296,6 +346,7 @@ bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
     {
         MaybeLock g(dev_->mu_, dev_->thr_.joinable());
         s = dev_->eng_.post_send(id_, stream_id, wr);
+        dev_->deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
     }
     if (s == Status::ok) {
         dev_->kick();
@@ -314,6 +365,7 @@ bool Connection::try_post_recv(uint32_t stream_id, const RecvWr& wr) {
     {
         MaybeLock g(dev_->mu_, dev_->thr_.joinable());
         s = dev_->eng_.post_recv(id_, stream_id, wr);
+        dev_->deliver_cq_events_locked();
     }
     if (s == Status::ok) return true;
     if (s == Status::queue_full) return false;

@@ -137,11 +137,12 @@ Status Engine::create_cq(uint32_t depth, uint32_t& cq_out) {
     q.head = q.tail = impl_->cfg.test_seq_base;
     q.used = true;
     impl_->cqs.push_back(std::move(q));
+    impl_->notified.reserve(impl_->cqs.size());  // never grows when a notification is raised
     cq_out = uint32_t(impl_->cqs.size());  // ids start at 1
     return Status::ok;
 }
 
-void Engine::Impl::push_cq(uint32_t cq, const Completion& c) {
+void Engine::Impl::push_cq(uint32_t cq, const Completion& c, bool solicited) {
     if (cq == 0 || cq > cqs.size()) return;
     Cq& q = cqs[cq - 1];
     if (q.tail - q.head == q.depth) {
@@ -149,6 +150,42 @@ void Engine::Impl::push_cq(uint32_t cq, const Completion& c) {
         return;
     }
     q.ring[q.tail++ & q.mask] = c;
+    if (q.armed != CqArm::none) [[unlikely]] notify(cq, q, c, solicited);
+}
+
+// R-NOTIFY-1: an armed CQ raises one notification, for any completion or,
+// armed solicited-only, for a solicited receive or any error; then it is
+// disarmed until armed again.
+void Engine::Impl::notify(uint32_t cq, Cq& q, const Completion& c, bool solicited) {
+    if (q.armed == CqArm::solicited && !solicited && c.status == WcStatus::success) return;
+    q.armed = CqArm::none;
+    ++q.events;
+    if (!q.listed) {
+        q.listed = true;
+        notified.push_back(cq);
+    }
+}
+
+Status Engine::req_notify_cq(uint32_t cq, bool solicited_only) {
+    if (cq == 0 || cq > impl_->cqs.size()) return Status::no_such_object;
+    Cq& q = impl_->cqs[cq - 1];
+    // Armed for all stays so when also armed solicited-only (the wider arming wins).
+    const CqArm want = solicited_only ? CqArm::solicited : CqArm::all;
+    if (q.armed < want) q.armed = want;
+    return Status::ok;
+}
+
+size_t Engine::take_cq_events(CqEvent* out, size_t max) {
+    Impl& I = *impl_;
+    const size_t n = std::min(max, I.notified.size());
+    for (size_t i = 0; i < n; ++i) {  // in the order the CQs first fired
+        Cq& q = I.cqs[I.notified[i] - 1];
+        out[i] = CqEvent{I.notified[i], q.events};
+        q.events = 0;
+        q.listed = false;
+    }
+    I.notified.erase(I.notified.begin(), I.notified.begin() + long(n));
+    return n;
 }
 
 size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
@@ -449,6 +486,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     w.wr = wr;
     w.wr.length = uint32_t(length);
     w.wr.sg_list = nullptr;
+    w.wr.solicited = wr.solicited && wire::consumes_recv(op);  // R-DATA-9
     w.msg_seq = msg_seq;
     w.opcode = op;
     w.active = true;

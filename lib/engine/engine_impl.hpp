@@ -156,6 +156,7 @@ struct RxMsg {
     WcStatus status = WcStatus::success;
     bool active = false;
     bool complete = false;
+    bool solicited = false;      // its receive completion is solicited (R-NOTIFY-1)
     wire::Syndrome syndrome{};   // why it failed: repeated to a resent refused packet (R-NAK-8)
     uint8_t atomic_ops[wire::kAtomicReqPayload] = {};
 };
@@ -334,6 +335,8 @@ struct PendRec {
     bool placed = false;
 };
 
+enum class CqArm : uint8_t { none, solicited, all };
+
 struct Cq {
     std::vector<Completion> ring;  // bit_ceil(depth) slots, counter & mask (R-CMPL-5)
     uint32_t mask = 0;
@@ -341,6 +344,9 @@ struct Cq {
     uint32_t head = 0;
     uint32_t tail = 0;
     bool used = false;
+    CqArm armed = CqArm::none;     // R-NOTIFY-1: one-shot
+    bool listed = false;           // on Engine::Impl::notified
+    uint32_t events = 0;           // raised, not yet taken by the drive loop
 };
 
 struct Engine::Impl {
@@ -349,6 +355,7 @@ struct Engine::Impl {
     MrTable mrs;
     uint32_t next_pd = 1;
     std::vector<Cq> cqs;
+    std::vector<uint32_t> notified;  // CQs with events raised (each once; capacity: every CQ)
     // Connections by dense index (Conn::idx: ready, timed, CC slots) and by id.
     static constexpr uint32_t kMaxConns = 0xffffe;
     std::vector<Conn*> conns;
@@ -423,7 +430,9 @@ struct Engine::Impl {
     void free_conn(Conn* c);
     bool resolve_list(std::vector<LocalSeg>& table, uint32_t slot, uint32_t max_sge, const Sge* sg, uint32_t n,
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
-    void push_cq(uint32_t cq, const Completion& c);
+    // solicited: a receive completion of a message sent solicited (R-NOTIFY-1).
+    void push_cq(uint32_t cq, const Completion& c, bool solicited = false);
+    [[gnu::noinline]] void notify(uint32_t cq, Cq& q, const Completion& c, bool solicited);
     void event(EventKind k, Conn& c);
 
     // rx

@@ -567,6 +567,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         m.opcode = d.opcode;
         m.imm = d.imm;
         m.recv_seq = d.recv_seq;
+        m.solicited = (d.dflags & wire::kDataSolicited) != 0;
         m.rkey = d.rkey;
     } else if (m.msg_seq != d.msg_seq) {
         return Placed::stale;
@@ -692,7 +693,7 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         cpl.opcode = m.opcode == Opcode::write_imm ? WcOpcode::recv_write_imm : WcOpcode::recv;
         cpl.has_imm = wire::has_imm(m.opcode);
         cpl.imm = m.imm;
-        push_cq(s.recv_cq, cpl);
+        push_cq(s.recv_cq, cpl, m.solicited);
         ++s.rq_done;
     };
     if (m.status != WcStatus::success) {

@@ -18,6 +18,11 @@
 //    API call and every loop pass takes one device mutex (per call, per burst,
 //    never per packet), so calls are serialized with the engine (v1 design).
 //
+// Completion notification (verbs ibv_comp_channel, ibv_req_notify_cq): a CQ
+// created with a CompletionChannel and armed with req_notify_cq signals the
+// channel's event file descriptor once; poll() it, get_event() the CQ that
+// fired, ack_cq_events() what was got (doc/spec.md R-NOTIFY-*).
+//
 // Errors: everything that cannot proceed throws an mroce::Error subclass
 // (std::runtime_error) whose message names the cause. The one expected
 // condition of a busy data path, a full send/receive queue, is a false return
@@ -212,6 +217,33 @@ struct DeviceStats {
 
 class Device;
 
+// A completion channel (verbs ibv_comp_channel), owned by its Device and
+// serving any number of its CQs. fd() is an eventfd, readable exactly while
+// an event waits, for poll()/epoll in any thread. Events come from CQs armed
+// with Device::req_notify_cq, one per arming (R-NOTIFY-3).
+class CompletionChannel {
+public:
+    ~CompletionChannel();
+    CompletionChannel(const CompletionChannel&) = delete;
+    CompletionChannel& operator=(const CompletionChannel&) = delete;
+    int fd() const noexcept { return fd_; }
+    // verbs ibv_get_cq_event: takes the oldest event, the CQ that fired, into
+    // cq; waits up to timeout_ns for one (0: does not wait). False: none. With
+    // manual progress the device's progress runs while it waits (there is no
+    // other thread to make the completion happen).
+    bool get_event(uint32_t& cq, Time timeout_ns = UINT64_MAX);
+
+private:
+    friend class Device;
+    explicit CompletionChannel(Device& dev);
+    bool take(uint32_t& cq);            // one event if one waits
+    void post(uint32_t cq, uint32_t n);  // the drive loop's delivery: n events of cq
+    Device& dev_;
+    int fd_ = -1;
+    std::mutex mu_;
+    std::deque<uint32_t> q_;
+};
+
 // A connection handle (cheap to copy). RC QP semantics live in its streams.
 class Connection {
 public:
@@ -278,7 +310,21 @@ public:
     MemoryRegion register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access);
     void deregister_mr(const MemoryRegion& mr);
     uint32_t create_cq(uint32_t depth);
+    // A CQ whose notifications go to channel (nullptr: none, like create_cq(depth)).
+    uint32_t create_cq(uint32_t depth, CompletionChannel* channel);
     size_t poll_cq(uint32_t cq, Completion* out, size_t max);
+    // verbs ibv_create_comp_channel; the channel lives as long as the device.
+    CompletionChannel& create_comp_channel();
+    // verbs ibv_req_notify_cq (R-NOTIFY-1): the next completion of cq (or,
+    // solicited_only, the next solicited receive or error completion) puts
+    // one event on its channel. One-shot: arm again after each event. Throws
+    // Error if cq has no channel.
+    void req_notify_cq(uint32_t cq, bool solicited_only = false);
+    // verbs ibv_ack_cq_events: n events of cq taken by get_event are
+    // acknowledged. Throws Error if more than were taken and not yet acknowledged.
+    void ack_cq_events(uint32_t cq, uint32_t n);
+    // Events of cq taken by get_event and not acknowledged yet.
+    uint64_t unacked_cq_events(uint32_t cq) const;
 
     // Streams created on every incoming connection the moment it appears, in
     // the progress path, so the first data for them is never refused.
@@ -310,7 +356,9 @@ public:
 
 private:
     friend class Connection;
+    friend class CompletionChannel;
     size_t step_locked(Time now);
+    void deliver_cq_events_locked();
     void handle_events_locked();
     void engine_thread();
     void kick() noexcept;
@@ -324,6 +372,12 @@ private:
     std::deque<ConnEvent> incoming_;
     std::vector<ConnEvent> failures_;
     DeviceStats dst_{};
+    // Completion notification: channels, each CQ's channel (by CQ id - 1),
+    // and per CQ the events get_event took and those acknowledged (under ev_mu_).
+    std::vector<std::unique_ptr<CompletionChannel>> channels_;
+    std::vector<CompletionChannel*> cq_channel_;
+    mutable std::mutex ev_mu_;
+    std::vector<uint64_t> events_got_, events_acked_;
 
     static constexpr size_t kRxBurst = 64, kTxBurst = 128;
     // Progress: the drive loop over the transport (one virtual call per burst).

@@ -130,6 +130,13 @@ struct MrInfo {
 enum class ConnState : uint8_t { idle, connecting, established, closing, closed, error };
 const char* to_string(ConnState s) noexcept;
 
+// A CQ's armed notification that fired (R-NOTIFY-2): events completions
+// raised since the drive loop last took them (one per arming).
+struct CqEvent {
+    uint32_t cq = 0;
+    uint32_t events = 0;
+};
+
 enum class EventKind : uint8_t { incoming, established, closed, error };
 struct ConnEvent {
     EventKind kind = EventKind::established;
@@ -271,6 +278,15 @@ public:
     Status create_cq(uint32_t depth, uint32_t& cq_out);
     // Returns completions in the order they were generated (stream order per stream, R-CMPL-*).
     size_t poll_cq(uint32_t cq, Completion* out, size_t max);
+    // verbs ibv_req_notify_cq (R-NOTIFY-1): arms the CQ for one notification,
+    // raised by the next completion it receives (solicited_only: the next
+    // receive completion of a solicited message, or the next error
+    // completion). Completions already in the CQ raise nothing.
+    Status req_notify_cq(uint32_t cq, bool solicited_only);
+    // Notifications raised since the last call, one record per CQ (R-NOTIFY-2):
+    // the drive loop takes them after every pass and signals the CQs'
+    // completion channels. The engine itself writes no file descriptor.
+    size_t take_cq_events(CqEvent* out, size_t max);
 
     // --- connections and streams (R-CONN-*, R-STREAM-*) ---
     // Starts an active open toward the driver's peer handle; returns the local connection id.
