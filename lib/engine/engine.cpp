@@ -358,6 +358,7 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uin
     s.recv_cq = recv_cq;
     s.sq.resize(std::bit_ceil(cfg.stream_depth));
     s.sq_mask = depth_mask(s.sq);
+    s.sq_aux.resize(s.sq.size());
     s.rq.resize(std::bit_ceil(cfg.recv_depth));
     s.rq_mask = depth_mask(s.rq);
     s.rq_limit = cfg.recv_depth;
@@ -442,10 +443,10 @@ bool Engine::Impl::resolve_list(std::vector<LocalSeg>& table, uint32_t slot, uin
 
 // R-SEG-2: segments of a data-carrying WR: each entry of its list is cut
 // into segments of at most seg bytes, so no segment spans two entries.
-static uint32_t segments(const SendWqe& w, uint32_t seg) {
-    if (w.nsge <= 1) return std::max<uint32_t>(1, uint32_t((uint64_t(w.wr.length) + seg - 1) / seg));
+static uint32_t segments(const SendWqe& w, const SendAux& x, uint32_t seg) {
+    if (!w.gather) return std::max<uint32_t>(1, uint32_t((uint64_t(w.wr.length) + seg - 1) / seg));
     uint32_t n = 0;
-    for (uint32_t i = 0; i < w.nsge; ++i) n += (w.sge[i].len + seg - 1) / seg;
+    for (uint32_t i = 0; i < x.nsge; ++i) n += (x.sge[i].len + seg - 1) / seg;
     return n;
 }
 
@@ -483,6 +484,8 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     const uint32_t slot = msg_seq & s->sq_mask;
     SendWqe& w = s->sq[slot];
     w = SendWqe{};
+    SendAux& x = s->sq_aux[slot];
+    x = SendAux{};
     w.wr = wr;
     w.wr.length = uint32_t(length);
     w.wr.sg_list = nullptr;
@@ -507,7 +510,6 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
             return std::pair{reinterpret_cast<const uint8_t*>(uintptr_t(e.addr)), e.length};
         });
         w.local = copy;
-        w.nsge = length ? 1 : 0;
     } else {
         // R-MEM-4: local buffer check (R-SGE-2: of every entry). READ and atomics write into it.
         const bool local_write = (op == wire::Opcode::read_req) || atomic;
@@ -519,7 +521,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
             }
         } else {
             local_ok = I.resolve_list(s->sq_sge, slot, I.cfg.max_send_sge, wr.sg_list, wr.num_sge, local_write,
-                                      w.local, w.sge, w.nsge);
+                                      w.local, x.sge, x.nsge);
         }
         if (!local_ok) {
             w.status = WcStatus::loc_prot_err;
@@ -527,20 +529,20 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
             I.stream_error(*c, *s, msg_seq, WcStatus::loc_prot_err);
             return Status::ok;
         }
-        if (carries_data && w.nsge > 1 && length <= I.cfg.max_inline) {
+        w.gather = x.nsge > 1;
+        if (carries_data && w.gather && length <= I.cfg.max_inline) {
             // R-INLINE-3: a small list is gathered by copy, into one packet
             // rather than one per entry; its bytes are read at post, not at transmission.
-            gather_copy(copy, w.sge, w.nsge, [](const LocalSeg& e) { return std::pair{e.ptr, e.len}; });
+            gather_copy(copy, x.sge, x.nsge, [](const LocalSeg& e) { return std::pair{e.ptr, e.len}; });
             w.local = copy;
-            w.sge = nullptr;
-            w.nsge = 1;
+            w.gather = false;
         }
     }
     if (atomic) {
-        put_be64(w.atomic_ops, wr.compare_add);
-        put_be64(w.atomic_ops + 8, op == wire::Opcode::atomic_cas ? wr.swap : 0);
+        put_be64(x.atomic_ops, wr.compare_add);
+        put_be64(x.atomic_ops + 8, op == wire::Opcode::atomic_cas ? wr.swap : 0);
     }
-    w.npkts = carries_data ? segments(w, c->seg) : 1;
+    w.npkts = carries_data ? segments(w, x, c->seg) : 1;
     c->jobs.push(TxJob{sidx, slot, JobKind::request});
     return Status::ok;
 }

@@ -112,16 +112,12 @@ struct TxPkt {
     uint8_t inline_payload[8] = {};  // ATOMIC_RESP value (responder's copy)
 };
 
+// 128 bytes: a power of two, so finding a slot on the per-packet path
+// (delivered, place) is a shift. What only lists and atomics need is in the
+// slot's SendAux.
 struct SendWqe {
     SendWr wr{};                  // wr.length: the message length (a list's sum); wr.sg_list unused
     uint8_t* local = nullptr;     // resolved local address (one buffer)
-    // A list of two or more entries (R-SGE-1; nsge <= 1: the one buffer at
-    // local): the stream's entries of this slot, and the transmit cursor,
-    // segments being cut at entry boundaries (R-SEG-2).
-    LocalSeg* sge = nullptr;
-    uint32_t nsge = 0;
-    uint32_t cur_sge = 0;         // entry of the next new segment
-    uint32_t cur_off = 0;         // its offset in that entry
     uint32_t msg_seq = 0;
     uint32_t recv_seq = 0;
     uint32_t npkts = 0;
@@ -132,6 +128,17 @@ struct SendWqe {
     WcStatus status = WcStatus::success;
     bool done = false;
     bool active = false;
+    bool gather = false;          // a list of two or more entries (R-SGE-1): in the slot's SendAux
+};
+
+// The rest of a send-queue slot: a list of two or more entries (the
+// stream's entries of this slot) with the transmit cursor, segments being
+// cut at entry boundaries (R-SEG-2); an atomic's operands.
+struct SendAux {
+    LocalSeg* sge = nullptr;
+    uint32_t nsge = 0;
+    uint32_t cur_sge = 0;         // entry of the next new segment
+    uint32_t cur_off = 0;         // its offset in that entry
     uint8_t atomic_ops[wire::kAtomicReqPayload] = {};
 };
 
@@ -184,6 +191,7 @@ struct Stream {
     // requester
     std::vector<SendWqe> sq;     // bit_ceil(stream_depth) slots, msg_seq & sq_mask
     uint32_t sq_mask = 0;
+    std::vector<SendAux> sq_aux;   // one per send-queue slot
     std::vector<LocalSeg> sq_sge;  // max_send_sge entries per send-queue slot (R-SGE-1)
     // max_inline bytes per send-queue slot: the copies of inline sends and of
     // small lists (R-INLINE-1, R-INLINE-3). A slot's bytes are rewritten only
@@ -495,9 +503,9 @@ struct Engine::Impl {
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     template <bool Gather>
-    size_t segment_run(Conn& c, SendWqe& w, TxPacket* out, size_t max, Time now, bool& blocked);
+    size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);
-    [[gnu::noinline]] static void gather_segment(SendWqe& w, uint16_t seg, TxPkt& t);
+    [[gnu::noinline]] static void gather_segment(SendAux& x, uint16_t seg, TxPkt& t);
     void timers(Time now);
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);

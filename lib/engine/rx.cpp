@@ -523,8 +523,9 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
             return Placed::ok;
         }
         if (d.opcode == Opcode::read_resp) {
-            if (w.nsge > 1) [[unlikely]] {
-                if (place_in_list(w.sge, w.nsge, pk, defer, Deferral{nullptr, sidx, PendKind::read_resp}))
+            if (w.gather) [[unlikely]] {
+                const SendAux& x = s.sq_aux[d.msg_seq & s.sq_mask];
+                if (place_in_list(x.sge, x.nsge, pk, defer, Deferral{nullptr, sidx, PendKind::read_resp}))
                     return Placed::deferred;
             } else {
                 if (defer && plen > cfg.place_inline_max) {

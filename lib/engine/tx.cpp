@@ -328,15 +328,15 @@ int Engine::Impl::pick_path(Conn& c) {
 // entry, at most seg bytes, so a payload is always one span of one entry
 // (zero copy, TxPacket's one payload reference). Its offset is where those
 // bytes lie in the message, which is all the receiver places by (R-SEG-3).
-void Engine::Impl::gather_segment(SendWqe& w, uint16_t seg, TxPkt& t) {
-    const LocalSeg& e = w.sge[w.cur_sge];
-    t.offset = e.off + w.cur_off;
-    t.payload = e.ptr + w.cur_off;
-    t.payload_len = uint16_t(std::min<uint32_t>(seg, e.len - w.cur_off));
-    w.cur_off += t.payload_len;
-    if (w.cur_off == e.len) {
-        ++w.cur_sge;
-        w.cur_off = 0;
+void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
+    const LocalSeg& e = x.sge[x.cur_sge];
+    t.offset = e.off + x.cur_off;
+    t.payload = e.ptr + x.cur_off;
+    t.payload_len = uint16_t(std::min<uint32_t>(seg, e.len - x.cur_off));
+    x.cur_off += t.payload_len;
+    if (x.cur_off == e.len) {
+        ++x.cur_sge;
+        x.cur_off = 0;
     }
 }
 
@@ -359,12 +359,12 @@ void Engine::Impl::gather_segment(SendWqe& w, uint16_t seg, TxPkt& t) {
                 t.msg_len = w.wr.length;
             } else if (wire::is_atomic_req(w.opcode)) {
                 t.msg_len = 8;
-                t.payload = w.atomic_ops;
+                t.payload = s.sq_aux[job.slot].atomic_ops;
                 t.payload_len = uint16_t(wire::kAtomicReqPayload);
             } else {
                 t.msg_len = w.wr.length;
-                if (w.nsge > 1) [[unlikely]] {
-                    gather_segment(w, c.seg, t);
+                if (w.gather) [[unlikely]] {
+                    gather_segment(s.sq_aux[job.slot], c.seg, t);
                 } else {
                     t.offset = k * c.seg;
                     t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
@@ -502,12 +502,14 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     }
     // R-SEG-2: a list's segments are cut at its entry boundaries (a loop of
     // its own, so that the one-buffer loop tests nothing per segment).
-    return w.nsge > 1 ? segment_run<true>(c, w, out, max, now, blocked)
-                      : segment_run<false>(c, w, out, max, now, blocked);
+    SendAux& x = s.sq_aux[job.slot];
+    return w.gather ? segment_run<true>(c, w, x, out, max, now, blocked)
+                    : segment_run<false>(c, w, x, out, max, now, blocked);
 }
 
 template <bool Gather>
-size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, TxPacket* out, size_t max, Time now, bool& blocked) {
+size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now,
+                                 bool& blocked) {
     const TxPkt& tmpl = run_pkt;
     const uint8_t* hdr = run_hdr;
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
@@ -521,7 +523,7 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, TxPacket* out, size_t max,
         TxPkt& t = c.txpkts[c.csn_nxt & mask];
         t = tmpl;
         if constexpr (Gather) {
-            gather_segment(w, c.seg, t);
+            gather_segment(x, c.seg, t);
         } else {
             t.offset = k * c.seg;
             t.payload_len = uint16_t(std::min<uint32_t>(c.seg, w.wr.length - t.offset));
