@@ -170,12 +170,14 @@ void Device::handle_events_locked() {
         for (size_t i = 0; i < n; ++i) {
             if (ev[i].kind == EventKind::incoming) {
                 for (const auto& s : accept_streams_) {
-                    const Status st = eng_.create_stream(ev[i].conn, s.id, s.pd, s.send_cq, s.recv_cq);
+                    const Status st = eng_.create_stream(ev[i].conn, s.id, s.attr());
                     (void)st;  // a failure leaves the stream unknown: the peer retries it as RNR (R-NAK-10)
                 }
                 incoming_.push_back(ev[i]);
             } else if (ev[i].kind == EventKind::error || ev[i].kind == EventKind::closed) {
                 failures_.push_back(ev[i]);
+            } else if (ev[i].kind == EventKind::srq_limit) {
+                srq_events_.push_back(ev[i].srq);
             }
         }
     }
@@ -266,6 +268,57 @@ size_t Device::poll_cq(uint32_t cq, Completion* out, size_t max) {
     return eng_.poll_cq(cq, out, max);
 }
 
+uint32_t Device::create_srq(uint32_t pd, uint32_t depth) {
+    MaybeLock g(mu_, thr_.joinable());
+    uint32_t srq = 0;
+    const Status s = eng_.create_srq(pd, depth, srq);
+    if (s != Status::ok) fail(("create_srq(depth " + std::to_string(depth) + ")").c_str(), s);
+    return srq;
+}
+
+bool Device::try_post_srq_recv(uint32_t srq, const RecvWr& wr) {
+    MaybeLock g(mu_, thr_.joinable());
+    const Status s = eng_.post_srq_recv(srq, wr);
+    if (s == Status::queue_full) return false;
+    if (s != Status::ok) fail(("post_srq_recv on srq " + std::to_string(srq)).c_str(), s);
+    return true;
+}
+
+void Device::post_srq_recv(uint32_t srq, const RecvWr& wr) {
+    if (!try_post_srq_recv(srq, wr)) throw Error("post_srq_recv on srq " + std::to_string(srq) + ": queue full");
+}
+
+void Device::arm_srq_limit(uint32_t srq, uint32_t limit) {
+    MaybeLock g(mu_, thr_.joinable());
+    const Status s = eng_.arm_srq_limit(srq, limit);
+    if (s != Status::ok) fail(("arm_srq_limit(" + std::to_string(limit) + ") on srq " + std::to_string(srq)).c_str(), s);
+}
+
+uint32_t Device::srq_posted(uint32_t srq) const {
+    MaybeLock g(mu_, thr_.joinable());
+    uint32_t n = 0;
+    const Status s = eng_.srq_posted(srq, n);
+    if (s != Status::ok) fail("srq_posted", s);
+    return n;
+}
+
+size_t Device::poll_srq_events(uint32_t* srqs, size_t max) {
+    MaybeLock g(mu_, thr_.joinable());
+    size_t n = 0;
+    while (n < max && !srq_events_.empty()) {
+        srqs[n++] = srq_events_.front();
+        srq_events_.pop_front();
+    }
+    return n;
+}
+
+void Device::destroy_srq(uint32_t srq) {
+    MaybeLock g(mu_, thr_.joinable());
+    const Status s = eng_.destroy_srq(srq);
+    if (s == Status::bad_state) throw Error("destroy_srq " + std::to_string(srq) + ": a stream still uses it");
+    if (s != Status::ok) fail("destroy_srq", s);
+}
+
 void Device::set_accept_streams(std::vector<StreamSpec> streams) {
     MaybeLock g(mu_, thr_.joinable());
     accept_streams_ = std::move(streams);
@@ -336,9 +389,33 @@ DeviceStats Device::device_stats() const {
 // ---------------------------------------------------------------------------
 
 void Connection::create_stream(uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq) {
+    StreamSpec sp;
+    sp.id = stream_id;
+    sp.pd = pd;
+    sp.send_cq = send_cq;
+    sp.recv_cq = recv_cq;
+    create_stream(sp);
+}
+
+void Connection::create_stream(const StreamSpec& sp) {
     MaybeLock g(dev_->mu_, dev_->thr_.joinable());
-    const Status s = dev_->eng_.create_stream(id_, stream_id, pd, send_cq, recv_cq);
-    if (s != Status::ok) dev_->fail(("create_stream " + std::to_string(stream_id)).c_str(), s);
+    const Status s = dev_->eng_.create_stream(id_, sp.id, sp.attr());
+    if (s != Status::ok) dev_->fail(("create_stream " + std::to_string(sp.id)).c_str(), s);
+}
+
+void Connection::set_stream_error(uint32_t stream_id) {
+    {
+        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+        const Status s = dev_->eng_.set_stream_error(id_, stream_id);
+        if (s != Status::ok) dev_->fail(("set_stream_error " + std::to_string(stream_id)).c_str(), s);
+    }
+    dev_->kick();
+}
+
+void Connection::destroy_stream(uint32_t stream_id) {
+    MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+    const Status s = dev_->eng_.destroy_stream(id_, stream_id);
+    if (s != Status::ok) dev_->fail(("destroy_stream " + std::to_string(stream_id)).c_str(), s);
 }
 
 bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {

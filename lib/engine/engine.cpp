@@ -196,6 +196,80 @@ size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
     return n;
 }
 
+// ---------------- shared receive queues (R-SRQ-*) ----------------
+
+Status Engine::create_srq(uint32_t pd, uint32_t depth, uint32_t& srq_out) {
+    Impl& I = *impl_;
+    if (pd == 0 || pd >= I.next_pd) return Status::no_such_object;
+    if (depth == 0 || depth > (1u << 20)) return Status::invalid_argument;
+    Srq q;
+    q.pd = pd;
+    q.slots.resize(depth);
+    q.posted.reserve(depth);
+    if (I.cfg.max_recv_sge > 1) q.sge.resize(size_t(depth) * I.cfg.max_recv_sge);  // lists (R-SGE-1)
+    q.free.resize(depth);
+    for (uint32_t i = 0; i < depth; ++i) q.free[i] = depth - 1 - i;  // slot 0 is taken first
+    q.used = true;
+    I.srqs.push_back(std::move(q));
+    srq_out = uint32_t(I.srqs.size());  // ids start at 1 and are never reused (as CQs)
+    return Status::ok;
+}
+
+Status Engine::post_srq_recv(uint32_t srq, const RecvWr& wr) {
+    Impl& I = *impl_;
+    Srq* q = I.srq(srq);
+    if (!q) return Status::no_such_object;
+    if (q->free.empty()) return Status::queue_full;
+    const uint32_t slot = q->free.back();
+    if (!I.fill_recv(q->slots[slot], q->sge, slot, wr)) return Status::invalid_argument;
+    q->free.pop_back();
+    q->posted.push(slot);
+    return Status::ok;
+}
+
+Status Engine::arm_srq_limit(uint32_t srq, uint32_t limit) {
+    Srq* q = impl_->srq(srq);
+    if (!q) return Status::no_such_object;
+    if (limit > q->slots.size()) return Status::invalid_argument;
+    q->limit = limit;
+    return Status::ok;
+}
+
+Status Engine::srq_posted(uint32_t srq, uint32_t& out) const {
+    const Srq* q = impl_->srq(srq);
+    if (!q) return Status::no_such_object;
+    out = q->posted.size();
+    return Status::ok;
+}
+
+Status Engine::destroy_srq(uint32_t srq) {
+    Srq* q = impl_->srq(srq);
+    if (!q) return Status::no_such_object;
+    if (q->users) return Status::bad_state;
+    *q = Srq{};
+    return Status::ok;
+}
+
+// R-SRQ-2: a packet of the stream's receive-consuming message recv_seq
+// binds the SRQ's oldest posted entries to every recv_seq of the stream not
+// yet bound up to it, in recv_seq order: messages still on their way get
+// theirs first, so entries are only ever held by messages whose
+// predecessors hold one too, and every bound message can complete.
+bool Engine::Impl::bind_srq(Stream& s, uint32_t recv_seq) {
+    if (recv_seq - s.rq_done >= s.depth) return false;  // no message in the window has it
+    Srq& q = srqs[s.srq - 1];
+    while (!wire::seq_lt(recv_seq, s.rq_posted)) {
+        uint32_t slot = 0;
+        if (!q.posted.pop(slot)) return false;  // R-SEND-4: the SRQ is empty
+        s.srq_bound[s.rq_posted++ & s.rq_mask] = slot;
+        if (q.limit && q.posted.size() < q.limit) {
+            q.limit = 0;  // R-SRQ-5: once per arming
+            push_event(ConnEvent{EventKind::srq_limit, 0, 0, s.srq});
+        }
+    }
+    return true;
+}
+
 // ---------------- connections ----------------
 
 // R-CSN-2, R-CONN-11: the initial CSN and the handshake cookie come from the
@@ -271,12 +345,14 @@ void Engine::Impl::free_conn(Conn* c) {
     delete c;
 }
 
-void Engine::Impl::event(EventKind k, Conn& c) {
-    if (!events.push(ConnEvent{k, c.id, c.peer})) {
+void Engine::Impl::push_event(const ConnEvent& e) {
+    if (!events.push(e)) {
         events.reserve(events.capacity() * 2);
-        events.push(ConnEvent{k, c.id, c.peer});
+        events.push(e);
     }
 }
+
+void Engine::Impl::event(EventKind k, Conn& c) { push_event(ConnEvent{k, c.id, c.peer, 0}); }
 
 size_t Engine::poll_events(ConnEvent* out, size_t max) {
     size_t n = 0;
@@ -337,52 +413,178 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.rx_csn.init(h.initial_csn, cfg.csn_window);
     if (cfg.deferred_placement) c.rx_csn_done.init(h.initial_csn, cfg.csn_window);
     c.ctrl.reserve(64 + 2u * (c.num_paths + c.peer_paths));
-    for (Stream& s : c.streams) s.sq_limit = std::min<uint32_t>(cfg.stream_depth, c.peer_depth);
     c.last_rx = now;
     c.state = ConnState::established;
     c.st.remote_conn = c.remote_conn;
+    // Work posted while CONNECTING (R-CONN-12) is segmented at the negotiated size from here on.
+    for (Stream& s : c.streams) {
+        if (!s.live) continue;
+        s.sq_limit = c.peer_depth;
+        schedule_sq(c, s);
+    }
 }
 
 Status Engine::create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq) {
-    Conn* c = impl_->conn(conn);
+    StreamAttr a;
+    a.pd = pd;
+    a.send_cq = send_cq;
+    a.recv_cq = recv_cq;
+    return create_stream(conn, stream_id, a);
+}
+
+Status Engine::create_stream(uint32_t conn, uint32_t stream_id, const StreamAttr& a) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
     if (!c) return Status::no_such_object;
-    if (pd == 0 || pd >= impl_->next_pd) return Status::no_such_object;
-    if (send_cq == 0 || send_cq > impl_->cqs.size() || recv_cq == 0 || recv_cq > impl_->cqs.size())
+    if (a.pd == 0 || a.pd >= I.next_pd) return Status::no_such_object;
+    if (a.send_cq == 0 || a.send_cq > I.cqs.size() || a.recv_cq == 0 || a.recv_cq > I.cqs.size())
         return Status::no_such_object;
+    const EngineConfig& cfg = I.cfg;
+    const uint32_t send_depth = a.send_depth ? a.send_depth : cfg.stream_depth;
+    const uint32_t recv_depth = a.recv_depth ? a.recv_depth : cfg.recv_depth;
+    if (stream_id > kMaxStreamId || send_depth > (1u << 16) || recv_depth > (1u << 20))
+        return Status::invalid_argument;
+    Srq* q = nullptr;
+    if (a.srq) {
+        q = I.srq(a.srq);
+        if (!q) return Status::no_such_object;
+        if (a.recv_depth) return Status::invalid_argument;  // its receives are the SRQ's
+    }
     if (c->stream_by_id.count(stream_id)) return Status::exists;
-    const EngineConfig& cfg = impl_->cfg;
-    Stream s;
+    I.reclaim_orphans(*c);
+    uint32_t idx;
+    if (!c->free_streams.empty()) {
+        idx = c->free_streams.back();
+        c->free_streams.pop_back();
+    } else {
+        idx = uint32_t(c->streams.size());
+        c->streams.emplace_back();
+    }
+    Stream& s = c->streams[idx];
+    const uint8_t gen = s.slot_gen;
+    s = Stream{};
+    s.slot_gen = gen;
+    s.live = true;
     s.id = stream_id;
-    s.pd = pd;
-    s.send_cq = send_cq;
-    s.recv_cq = recv_cq;
-    s.sq.resize(std::bit_ceil(cfg.stream_depth));
+    s.wire_id = uint32_t(c->stream_inc[stream_id]++) << kStreamIncShift | stream_id;  // R-STREAM-11
+    s.pd = a.pd;
+    s.send_cq = a.send_cq;
+    s.recv_cq = a.recv_cq;
+    s.sq.resize(std::bit_ceil(send_depth));
     s.sq_mask = depth_mask(s.sq);
     s.sq_aux.resize(s.sq.size());
-    s.rq.resize(std::bit_ceil(cfg.recv_depth));
-    s.rq_mask = depth_mask(s.rq);
-    s.rq_limit = cfg.recv_depth;
+    s.sq_depth = send_depth;
     // Lists of two or more entries live here (one buffer: in the WQE itself).
     if (cfg.max_send_sge > 1) s.sq_sge.resize(s.sq.size() * cfg.max_send_sge);
-    if (cfg.max_recv_sge > 1) s.rq_sge.resize(s.rq.size() * cfg.max_recv_sge);
     s.sq_inline.resize(s.sq.size() * cfg.max_inline);
+    if (q) {
+        s.srq = a.srq;
+        ++q->users;
+        // recv_seqs bound and not yet complete all belong to messages in the window (bind_srq).
+        s.srq_bound.resize(std::bit_ceil(cfg.stream_depth));
+        s.rq_mask = uint32_t(s.srq_bound.size() - 1);
+    } else {
+        s.rq.resize(std::bit_ceil(recv_depth));
+        s.rq_mask = depth_mask(s.rq);
+        s.rq_limit = recv_depth;
+        if (cfg.max_recv_sge > 1) s.rq_sge.resize(s.rq.size() * cfg.max_recv_sge);
+    }
+    // The receive window is the connection's (announced in CONNECT, R-STREAM-5).
     s.depth = cfg.stream_depth;
     s.rx.resize(std::bit_ceil(cfg.stream_depth));
     s.rx_mask = depth_mask(s.rx);
     s.resp.resize(s.rx.size());
     // R-STREAM-1 numbers from 0; test_seq_base moves every counter near its wrap.
     const uint32_t base = cfg.test_seq_base;
-    s.sq_head = s.sq_tail = s.next_recv_seq = base;
+    s.sq_head = s.sq_tail = s.sq_jobs = s.next_recv_seq = base;
     s.rq_posted = s.rq_done = s.rx_next = base;
-    s.sq_limit = c->peer_depth ? std::min<uint32_t>(cfg.stream_depth, c->peer_depth) : cfg.stream_depth;
-    c->streams.push_back(std::move(s));
-    c->stream_by_id[stream_id] = uint32_t(c->streams.size() - 1);
+    s.sq_limit = c->peer_depth;  // 0 while CONNECTING: nothing is handed to the job ring before
+    s.rd_max = a.max_rd_atomic ? a.max_rd_atomic : UINT32_MAX;
+    s.rd_dest_max = a.max_dest_rd_atomic ? a.max_dest_rd_atomic : UINT32_MAX;
+    c->stream_by_id[stream_id] = idx;
     c->last_stream_id = 0xffffffffu;
-    // Every message of every stream may be waiting to transmit (requests) or
-    // to answer (responses): size the job ring for that so pushes never fail.
-    c->jobs.reserve(uint32_t(c->streams.size()) * cfg.stream_depth * 2 + 16);
+    // Every request a stream may have in flight (R-STREAM-5) and every response
+    // it may owe can wait in the job ring: sized so that pushes never fail.
+    c->job_bound += send_depth + cfg.stream_depth;
+    c->jobs.reserve(c->job_bound + 16);
     c->ctrl.reserve(64 + 2u * (c->num_paths + c->peer_paths) + uint32_t(c->streams.size()) * 4);
     return Status::ok;
+}
+
+Status Engine::set_stream_error(uint32_t conn, uint32_t stream_id) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    Stream* s = c->find_local(stream_id);
+    if (!s) return Status::no_such_object;
+    I.wake(*c);
+    // R-STREAM-12: every outstanding send WR (all are later than sq_head - 1) flushes.
+    if (!s->error) I.stream_error(*c, *s, s->sq_head - 1, WcStatus::wr_flush_err);
+    return Status::ok;
+}
+
+Status Engine::destroy_stream(uint32_t conn, uint32_t stream_id) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    uint32_t sidx = 0;
+    if (!c->find_local(stream_id, &sidx)) return Status::no_such_object;
+    I.destroy_stream(*c, sidx);
+    return Status::ok;
+}
+
+// R-STREAM-11: after this nothing refers to the slot (it may carry the next
+// stream created), and nothing the application posted on it is read or
+// written any more (deferred placement: copies the driver already took excepted).
+void Engine::Impl::destroy_stream(Conn& c, uint32_t sidx) {
+    Stream& s = c.streams[sidx];
+    // Its packets not yet acknowledged keep their CSNs (the receiver's filter
+    // needs every one, R-CSN-4) and are resent until acknowledged, but no
+    // longer name the slot, and resend a copy of their payload.
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    auto orphan = [&](const TxPkt& t) {
+        return t.stream_idx == sidx &&
+               (t.state == CsnState::inflight || t.state == CsnState::lost || t.state == CsnState::rnr_wait);
+    };
+    size_t bytes = 0;
+    for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) {
+        const TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn == csn && orphan(t) && t.payload && t.payload != t.inline_payload) bytes += t.payload_len;
+    }
+    std::unique_ptr<uint8_t[]> buf(bytes ? new uint8_t[bytes] : nullptr);
+    size_t off = 0;
+    for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) {
+        TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn != csn || !orphan(t)) continue;
+        t.is_request = false;  // delivered() and resolve_refused() leave it alone
+        t.stream_idx = kOrphanStream;
+        if (t.payload && t.payload != t.inline_payload) {
+            std::memcpy(buf.get() + off, t.payload, t.payload_len);
+            t.payload = buf.get() + off;
+            off += t.payload_len;
+        }
+    }
+    if (buf) c.orphans.push_back(Conn::Orphans{c.csn_nxt, std::move(buf)});
+    c.jobs.remove_if([sidx](const TxJob& j) { return j.stream_idx == sidx; });
+    if (s.srq) {
+        // The entries it bound go back to the SRQ's free slots without a
+        // completion (R-SRQ-4: set_stream_error first to see them).
+        while (s.rq_done != s.rq_posted) retire_recv(s);
+        --srqs[s.srq - 1].users;
+    }
+    c.stream_by_id.erase(s.id);
+    c.last_stream_id = 0xffffffffu;
+    c.job_bound -= s.sq_depth + s.depth;
+    const uint8_t gen = uint8_t(s.slot_gen + 1);  // deferred records of it are stale (finish_pend)
+    s = Stream{};
+    s.slot_gen = gen;
+    c.free_streams.push_back(sidx);
+    reclaim_orphans(c);
+}
+
+// Orphaned payloads whose CSNs are all acknowledged (or flushed) are freed.
+void Engine::Impl::reclaim_orphans(Conn& c) {
+    std::erase_if(c.orphans, [&](const Conn::Orphans& o) { return !wire::seq_lt(c.csn_una, o.until_csn); });
 }
 
 static wire::Opcode opcode_of(OpKind k) {
@@ -467,10 +669,9 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     if (!c) return Status::no_such_object;
     I.wake(*c);
     if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
-    uint32_t sidx = 0;
-    Stream* s = c->find_stream(stream_id, &sidx);
+    Stream* s = c->find_local(stream_id);
     if (!s) return Status::no_such_object;
-    if (s->sq_tail - s->sq_head >= s->sq_limit) return Status::queue_full;
+    if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
     const wire::Opcode op = opcode_of(wr.op);
     const bool atomic = wire::is_atomic_req(op);
     uint64_t length = 0;
@@ -542,9 +743,36 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         put_be64(x.atomic_ops, wr.compare_add);
         put_be64(x.atomic_ops + 8, op == wire::Opcode::atomic_cas ? wr.swap : 0);
     }
+    // Counted now (stream_error tells a WR with segments left by it), again at
+    // hand-over (the segment size is known from ESTABLISHED on).
     w.npkts = carries_data ? segments(w, x, c->seg) : 1;
-    c->jobs.push(TxJob{sidx, slot, JobKind::request});
+    I.schedule_sq(*c, *s);
     return Status::ok;
+}
+
+static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }
+
+
+// R-STREAM-5, R-STREAM-10: posted WRs go to the job ring in post order while
+// the peer's receive window and max_rd_atomic allow; the rest wait in the
+// send queue, and advance_sq calls this again as WRs retire.
+void Engine::Impl::schedule_sq(Conn& c, Stream& s) {
+    if (wire::seq_lt(s.sq_jobs, s.sq_head)) s.sq_jobs = s.sq_head;  // flushed before their turn
+    const uint32_t sidx = uint32_t(&s - c.streams.data());
+    while (s.sq_jobs != s.sq_tail && s.sq_jobs - s.sq_head < s.sq_limit) {
+        const uint32_t slot = s.sq_jobs & s.sq_mask;
+        SendWqe& w = s.sq[slot];
+        if (!w.done) {  // done already: failed or flushed at post, nothing to send
+            if (needs_response(w.opcode)) {
+                if (s.rd_out >= s.rd_max) return;  // it waits, and every later WR behind it
+                ++s.rd_out;
+                w.rd_counted = true;
+            }
+            w.npkts = needs_response(w.opcode) ? 1 : segments(w, s.sq_aux[slot], c.seg);  // at the negotiated size
+            c.jobs.push(TxJob{sidx, slot, JobKind::request});
+        }
+        ++s.sq_jobs;
+    }
 }
 
 Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
@@ -552,35 +780,41 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
     Conn* c = I.conn(conn);
     if (!c) return Status::no_such_object;
     I.wake(*c);
-    Stream* s = c->find_stream(stream_id);
+    Stream* s = c->find_local(stream_id);
     if (!s) return Status::no_such_object;
+    if (s->srq) return Status::invalid_argument;  // its receives are posted to the SRQ (R-SRQ-1)
     if (s->rq_posted - s->rq_done >= s->rq_limit) return Status::queue_full;
-    uint64_t length = 0;
-    if (!wr_length(wr.sg_list, wr.num_sge, I.cfg.max_recv_sge, wr.length, length) || length > 0xffffffffu)
-        return Status::invalid_argument;
     const uint32_t slot = s->rq_posted & s->rq_mask;
-    RecvWqe& r = s->rq[slot];
+    if (!I.fill_recv(s->rq[slot], s->rq_sge, slot, wr)) return Status::invalid_argument;
+    ++s->rq_posted;
+    if (s->error) I.flush_recvs(*c, *s, WcStatus::wr_flush_err);  // the stream will never consume it
+    return Status::ok;
+}
+
+// A receive as posted into slot `slot` of a queue whose lists live in
+// `lists` (R-MEM-4, R-SGE-1/2); false (nothing written) if the list is malformed.
+bool Engine::Impl::fill_recv(RecvWqe& r, std::vector<LocalSeg>& lists, uint32_t slot, const RecvWr& wr) {
+    uint64_t length = 0;
+    if (!wr_length(wr.sg_list, wr.num_sge, cfg.max_recv_sge, wr.length, length) || length > 0xffffffffu) return false;
     r = RecvWqe{};
     r.wr = wr;
     r.wr.length = uint32_t(length);
     r.wr.sg_list = nullptr;
     if (wr.num_sge == 0) {
         if (wr.length > 0) {
-            r.local = I.mrs.check_local(wr.lkey, wr.addr, wr.length, true);
+            r.local = mrs.check_local(wr.lkey, wr.addr, wr.length, true);
             r.bad_lkey = r.local == nullptr;
         }
     } else {
         // R-SGE-2: one bad entry makes the whole receive bad (R-SEND-7 when consumed).
-        r.bad_lkey = !I.resolve_list(s->rq_sge, slot, I.cfg.max_recv_sge, wr.sg_list, wr.num_sge, true, r.local,
-                                     r.sge, r.nsge);
+        r.bad_lkey = !resolve_list(lists, slot, cfg.max_recv_sge, wr.sg_list, wr.num_sge, true, r.local, r.sge, r.nsge);
     }
-    ++s->rq_posted;
-    if (s->error) I.flush_recvs(*c, *s, WcStatus::wr_flush_err);  // the stream will never consume it
-    return Status::ok;
+    return true;
 }
 
 // R-CMPL-2: the send queue completes strictly in post order.
 void Engine::Impl::advance_sq(Conn& c, Stream& s) {
+    const uint32_t head = s.sq_head;
     while (s.sq_head != s.sq_tail) {
         SendWqe& w = s.sq[s.sq_head & s.sq_mask];
         if (!w.done) break;
@@ -594,23 +828,26 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
             cpl.byte_len = w.wr.length;
             push_cq(s.send_cq, cpl);
         }
+        if (w.rd_counted) --s.rd_out;
         w.active = false;
         ++s.sq_head;
     }
+    if (s.sq_head != head && s.sq_jobs != s.sq_tail) schedule_sq(c, s);  // room in the window now
 }
 
-// Completes every posted, unconsumed receive of the stream with `status`, in order.
+// Completes every posted, unconsumed receive of the stream with `status`, in
+// order. With an SRQ: the entries it bound; the SRQ's posted entries stay
+// for its other streams (R-SRQ-4).
 void Engine::Impl::flush_recvs(Conn& c, Stream& s, WcStatus status) {
     while (s.rq_done != s.rq_posted) {
-        RecvWqe& r = s.rq[s.rq_done & s.rq_mask];
         Completion cpl;
-        cpl.wr_id = r.wr.wr_id;
+        cpl.wr_id = recv_of(s, s.rq_done).wr.wr_id;
         cpl.conn = c.id;
         cpl.stream = s.id;
         cpl.status = status;
         cpl.opcode = WcOpcode::recv;
         push_cq(s.recv_cq, cpl);
-        ++s.rq_done;
+        retire_recv(s);
     }
 }
 
@@ -647,6 +884,7 @@ void Engine::Impl::stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus s
 // `status`, in order, and stops all transmission of data.
 void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     for (Stream& s : c.streams) {
+        if (!s.live) continue;
         for (uint32_t m = s.sq_head; m != s.sq_tail; ++m) {
             SendWqe& w = s.sq[m & s.sq_mask];
             if (!w.done) {

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -129,6 +130,7 @@ struct SendWqe {
     bool done = false;
     bool active = false;
     bool gather = false;          // a list of two or more entries (R-SGE-1): in the slot's SendAux
+    bool rd_counted = false;      // counts toward the stream's max_rd_atomic (R-STREAM-10)
 };
 
 // The rest of a send-queue slot: a list of two or more entries (the
@@ -179,17 +181,40 @@ struct RespJob {
     bool active = false;
 };
 
+// A shared receive queue (R-SRQ-*): entries live in slots; posted ones wait
+// in post order in `posted` until a message takes one (R-SRQ-2); a slot is
+// free again when that message's receive completes.
+struct Srq {
+    uint32_t pd = 0;
+    std::vector<RecvWqe> slots;
+    std::vector<LocalSeg> sge;    // max_recv_sge entries per slot, when above 1 (R-SGE-1)
+    Ring<uint32_t> posted{1};     // slots posted, not yet taken, in post order
+    std::vector<uint32_t> free;   // slots neither posted nor taken
+    uint32_t limit = 0;           // armed limit (R-SRQ-5); 0: not armed
+    uint32_t users = 0;           // streams using it
+    bool used = false;
+};
+
+inline constexpr uint32_t kStreamIncShift = 24;  // wire stream_id = incarnation << 24 | id (R-STREAM-11)
+inline constexpr uint32_t kStreamIdMask = 0xffffff;
+// TxPkt::stream_idx of a packet whose stream was destroyed (R-STREAM-11).
+inline constexpr uint32_t kOrphanStream = 0xffffffffu;
+
 struct Stream {
     uint32_t id = 0;
+    uint32_t wire_id = 0;        // the id on the wire: id | incarnation << 24 (R-STREAM-11)
     uint32_t pd = 0;
     uint32_t send_cq = 0;
     uint32_t recv_cq = 0;
+    uint32_t srq = 0;            // 0: own receive queue (rq)
     bool error = false;
+    bool live = false;           // false: a free slot (destroyed, or never used)
+    uint8_t slot_gen = 0;        // bumped when the slot is freed: deferred records of the old stream are stale
     // Every queue below holds a power of two of slots, indexed by its 32-bit
     // counter & mask, so slots stay consistent across the counter's wrap
     // whatever depth the user chose; the depth itself is the limit (R-WRAP-1).
     // requester
-    std::vector<SendWqe> sq;     // bit_ceil(stream_depth) slots, msg_seq & sq_mask
+    std::vector<SendWqe> sq;     // bit_ceil(send_depth) slots, msg_seq & sq_mask
     uint32_t sq_mask = 0;
     std::vector<SendAux> sq_aux;   // one per send-queue slot
     std::vector<LocalSeg> sq_sge;  // max_send_sge entries per send-queue slot (R-SGE-1)
@@ -198,12 +223,23 @@ struct Stream {
     // by a later WR in the slot, so retransmissions of a flushed WR still
     // read its own (R-INLINE-2).
     std::vector<uint8_t> sq_inline;
+    uint32_t sq_depth = 0;       // send_depth: WRs posted and not yet completed (R-STREAM-9)
     uint32_t sq_head = 0;        // oldest msg_seq not yet completed
     uint32_t sq_tail = 0;        // next msg_seq
-    uint32_t sq_limit = 0;       // min(own depth, peer's depth)
+    uint32_t sq_jobs = 0;        // next msg_seq to hand to the connection's job ring (schedule_sq)
+    uint32_t sq_limit = 0;       // messages in flight: the peer's stream_depth (R-STREAM-5); 0 before ESTABLISHED
+    uint32_t rd_max = 0;         // max_rd_atomic (R-STREAM-10)
+    uint32_t rd_out = 0;         // READ/atomic handed to the job ring and not yet retired
     uint32_t next_recv_seq = 0;
     // responder
-    std::vector<RecvWqe> rq;     // bit_ceil(recv_depth) slots, recv_seq & rq_mask
+    uint32_t rd_dest_max = 0;    // max_dest_rd_atomic (R-STREAM-10)
+    uint32_t rd_dest_held = 0;   // READ/atomic received whose response is not yet all handed out
+    // Own receive queue: bit_ceil(recv_depth) slots, recv_seq & rq_mask. With
+    // an SRQ the stream binds SRQ entries in recv_seq order instead (R-SRQ-2):
+    // rq then holds no entries, rq_mask names the srq_bound slot of a recv_seq
+    // (the SRQ slot bound to it), and rq_posted counts the bound.
+    std::vector<RecvWqe> rq;
+    std::vector<uint32_t> srq_bound;
     uint32_t rq_mask = 0;
     uint32_t rq_limit = 0;       // recv_depth: receives posted and not yet completed
     std::vector<LocalSeg> rq_sge;  // max_recv_sge entries per receive slot
@@ -289,24 +325,52 @@ struct Conn {
     uint32_t acks_pending = 0;     // rx paths with ack_pending set
 
     Ring<CtrlItem> ctrl;
-    std::vector<Stream> streams;
-    std::unordered_map<uint32_t, uint32_t> stream_by_id;
-    uint32_t last_stream_id = 0xffffffffu;
+    std::vector<Stream> streams;   // slots; destroyed ones (!live) are reused
+    std::vector<uint32_t> free_streams;
+    std::unordered_map<uint32_t, uint32_t> stream_by_id;  // live streams by (24-bit) id
+    // Next incarnation of every id ever created here (R-STREAM-11): kept after destroy.
+    std::unordered_map<uint32_t, uint8_t> stream_inc;
+    uint32_t last_stream_id = 0xffffffffu;  // wire id of the cached lookup; this one is never valid (kMaxStreamId)
     uint32_t last_stream_idx = 0;
+    uint32_t job_bound = 0;        // jobs the live streams can have queued at once
+    // Payloads of packets of destroyed streams still to be acknowledged
+    // (R-STREAM-11): the application may free its buffers at once.
+    struct Orphans {
+        uint32_t until_csn;        // csn_nxt when the stream was destroyed
+        std::unique_ptr<uint8_t[]> bytes;
+    };
+    std::vector<Orphans> orphans;
 
     ConnStats st;
 
-    Stream* find_stream(uint32_t sid, uint32_t* idx_out = nullptr) {
-        if (sid == last_stream_id) {
+    // By the wire stream_id (packets): the live stream of that id and incarnation.
+    Stream* find_stream(uint32_t wire_sid, uint32_t* idx_out = nullptr) {
+        if (wire_sid == last_stream_id) {
             if (idx_out) *idx_out = last_stream_idx;
             return &streams[last_stream_idx];
         }
-        auto it = stream_by_id.find(sid);
-        if (it == stream_by_id.end()) return nullptr;
-        last_stream_id = sid;
+        auto it = stream_by_id.find(wire_sid & kStreamIdMask);
+        if (it == stream_by_id.end() || streams[it->second].wire_id != wire_sid) return nullptr;
+        last_stream_id = wire_sid;
         last_stream_idx = it->second;
         if (idx_out) *idx_out = it->second;
         return &streams[it->second];
+    }
+    // By the application's id (API calls).
+    Stream* find_local(uint32_t id, uint32_t* idx_out = nullptr) {
+        if ((last_stream_id & kStreamIdMask) == id) {  // the invalid 0xffffffff names no id
+            if (idx_out) *idx_out = last_stream_idx;
+            return &streams[last_stream_idx];
+        }
+        auto it = stream_by_id.find(id);
+        if (it == stream_by_id.end()) return nullptr;
+        return find_stream(streams[it->second].wire_id, idx_out);
+    }
+    // For a wire_sid no live stream matches: true if it names an incarnation
+    // of its id older than the newest created here (R-STREAM-11).
+    bool old_incarnation(uint32_t wire_sid) const {
+        auto it = stream_inc.find(wire_sid & kStreamIdMask);
+        return it != stream_inc.end() && int8_t(uint8_t((wire_sid >> kStreamIncShift) - it->second)) < 0;
     }
     // Retransmissions, or new segments the CSN window admits (R-CSN-5).
     bool has_sendable() const {
@@ -314,6 +378,7 @@ struct Conn {
     }
     bool has_outstanding() const {
         if (csn_una != csn_nxt || !jobs.empty() || !retx.empty()) return true;
+        // (a destroyed slot has sq_head == sq_tail)
         for (const Stream& s : streams)
             if (s.sq_head != s.sq_tail) return true;
         return false;
@@ -336,6 +401,7 @@ struct PendRec {
     uint32_t plen = 0;             // payload bytes (counted toward the message when placed)
     uint16_t path = 0;
     PendKind kind = PendKind::ack_only;
+    uint8_t stream_gen = 0;        // Stream::slot_gen when recorded
     bool psn_fresh = false;        // record the PSN in the path's SACK state
     bool accepted = false;         // fresh CSN accepted: count it, mark it placed
     bool ce = false;
@@ -364,6 +430,7 @@ struct Engine::Impl {
     uint32_t next_pd = 1;
     std::vector<Cq> cqs;
     std::vector<uint32_t> notified;  // CQs with events raised (each once; capacity: every CQ)
+    std::vector<Srq> srqs;         // id = index + 1
     // Connections by dense index (Conn::idx: ready, timed, CC slots) and by id.
     static constexpr uint32_t kMaxConns = 0xffffe;
     std::vector<Conn*> conns;
@@ -442,6 +509,27 @@ struct Engine::Impl {
     void push_cq(uint32_t cq, const Completion& c, bool solicited = false);
     [[gnu::noinline]] void notify(uint32_t cq, Cq& q, const Completion& c, bool solicited);
     void event(EventKind k, Conn& c);
+    void push_event(const ConnEvent& e);
+    Srq* srq(uint32_t id) {
+        return id && id <= srqs.size() && srqs[id - 1].used ? &srqs[id - 1] : nullptr;
+    }
+    // R-SRQ-2: binds SRQ entries to the stream's recv_seqs up to recv_seq, in
+    // order, as far as the SRQ has them; true if recv_seq is bound.
+    bool bind_srq(Stream& s, uint32_t recv_seq);
+    bool fill_recv(RecvWqe& r, std::vector<LocalSeg>& lists, uint32_t slot, const RecvWr& wr);
+    // The receive posted (own queue) or bound (SRQ) as the stream's recv_seq.
+    RecvWqe& recv_of(Stream& s, uint32_t recv_seq) {
+        return s.srq ? srqs[s.srq - 1].slots[s.srq_bound[recv_seq & s.rq_mask]] : s.rq[recv_seq & s.rq_mask];
+    }
+    // The receive rq_done is done with: next one; an SRQ entry's slot is free again.
+    void retire_recv(Stream& s) {
+        if (s.srq) srqs[s.srq - 1].free.push_back(s.srq_bound[s.rq_done & s.rq_mask]);
+        ++s.rq_done;
+    }
+    // Hands the stream's posted send WRs to the job ring while R-STREAM-5 and R-STREAM-10 allow.
+    void schedule_sq(Conn& c, Stream& s);
+    void destroy_stream(Conn& c, uint32_t sidx);
+    void reclaim_orphans(Conn& c);
 
     // rx
     void rx_one(const RxPacket& p, Time now);

@@ -44,6 +44,14 @@ public:
     uint32_t size() const { return tail_ - head_; }
     uint32_t capacity() const { return uint32_t(buf_.size()); }
     void clear() { head_ = tail_ = 0; }
+    // Drops the entries pred selects, keeping the others in order (O(size): not per packet).
+    template <typename Pred>
+    void remove_if(Pred pred) {
+        uint32_t w = head_;
+        for (uint32_t r = head_; r != tail_; ++r)
+            if (!pred(buf_[r & mask_])) buf_[w++ & mask_] = buf_[r & mask_];
+        tail_ = w;
+    }
 
 private:
     std::vector<T> buf_;

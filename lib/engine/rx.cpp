@@ -298,6 +298,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     r.conn_id = c.id;
     r.kind = df.kind;
     r.stream_idx = df.stream_idx;
+    if (df.kind != PendKind::ack_only) r.stream_gen = c.streams[df.stream_idx].slot_gen;
     r.msg_seq = d.msg_seq;
     r.placed = !deferred;
     const uint32_t token = pend_tail++;
@@ -389,7 +390,8 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
     if (r.path >= c.rx_paths.size()) return;
     // Whatever happened meanwhile (a NAK flushed the stream, a later segment
     // failed the message) leaves the record stale: then only the ack remains.
-    if (r.kind != PendKind::ack_only && r.stream_idx < c.streams.size()) {
+    if (r.kind != PendKind::ack_only && r.stream_idx < c.streams.size() &&
+        c.streams[r.stream_idx].slot_gen == r.stream_gen && c.streams[r.stream_idx].live) {
         Stream& s = c.streams[r.stream_idx];
         if (r.kind == PendKind::rx_msg) {
             RxMsg& m = s.rx[r.msg_seq & s.rx_mask];
@@ -503,7 +505,20 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     const wire::DataHeader& d = pk.data;
     uint32_t sidx = 0;
     Stream* sp = c.find_stream(d.stream_id, &sidx);
-    if (!sp) return Placed::rnr;  // R-NAK-10: the stream may not be created yet
+    if (!sp) [[unlikely]] {
+        // R-STREAM-11: a response for a stream destroyed meanwhile: no WR
+        // waits for it at either end; acknowledged, not placed.
+        if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
+            ++st.rx_stale;
+            return Placed::ok;
+        }
+        // R-STREAM-11: a late packet of a destroyed incarnation is never placed.
+        if (c.old_incarnation(d.stream_id)) {
+            nak(c, d, Syndrome::invalid_stream);
+            return Placed::refused;
+        }
+        return Placed::rnr;  // R-NAK-10: the stream may not be created yet
+    }
     Stream& s = *sp;
     const uint8_t* payload = pk.payload.data();
     const uint32_t plen = d.payload_len;
@@ -589,7 +604,9 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     switch (d.opcode) {
     case Opcode::write:
     case Opcode::write_imm: {
-        if (d.opcode == Opcode::write_imm && !wire::seq_lt(d.recv_seq, s.rq_posted)) return Placed::rnr;
+        // R-SEND-8: takes a receive for its completion only.
+        if (d.opcode == Opcode::write_imm && !wire::seq_lt(d.recv_seq, s.rq_posted) && !(s.srq && bind_srq(s, d.recv_seq)))
+            return Placed::rnr;
         uint8_t* dst = nullptr;
         Syndrome syn{};
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr + d.offset, plen, &dst, syn)) {
@@ -605,9 +622,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     }
     case Opcode::send:
     case Opcode::send_imm: {
-        if (!wire::seq_lt(d.recv_seq, s.rq_posted)) return Placed::rnr;  // R-SEND-4
+        if (!wire::seq_lt(d.recv_seq, s.rq_posted) && !(s.srq && bind_srq(s, d.recv_seq)))
+            return Placed::rnr;  // R-SEND-4 (R-SRQ-2)
         if (wire::seq_lt(d.recv_seq, s.rq_done)) return Placed::stale;
-        RecvWqe& r = s.rq[d.recv_seq & s.rq_mask];
+        RecvWqe& r = recv_of(s, d.recv_seq);
         if (d.msg_len > r.wr.length) {
             return fail(Syndrome::invalid_request, WcStatus::loc_len_err);  // R-SEND-5
         }
@@ -630,9 +648,11 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     case Opcode::read_req: {
         uint8_t* src = nullptr;
         Syndrome syn{};
+        if (s.rd_dest_held >= s.rd_dest_max) return fail(Syndrome::invalid_request, WcStatus::rem_inv_req_err);  // R-STREAM-10
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteRead, d.remote_addr, d.msg_len, &src, syn)) {
             return fail(syn, WcStatus::rem_access_err);
         }
+        ++s.rd_dest_held;  // until its response is all handed out (next_new_segment)
         m.target = src;
         m.complete = true;
         break;
@@ -641,9 +661,11 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     case Opcode::atomic_fadd: {
         uint8_t* tgt = nullptr;
         Syndrome syn{};
+        if (s.rd_dest_held >= s.rd_dest_max) return fail(Syndrome::invalid_request, WcStatus::rem_inv_req_err);  // R-STREAM-10
         if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteAtomic, d.remote_addr, 8, &tgt, syn)) {
             return fail(syn, WcStatus::rem_access_err);
         }
+        ++s.rd_dest_held;  // until its response is all handed out (next_new_segment)
         m.target = tgt;
         if (!pk.payload_tail.empty()) [[unlikely]] split_copy(m.atomic_ops, pk);
         else std::memcpy(m.atomic_ops, payload, wire::kAtomicReqPayload);
@@ -684,7 +706,7 @@ void Engine::Impl::advance_rx(Conn& c, Stream& s, uint32_t sidx) {
 
 void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq) {
     auto recv_completion = [&](WcStatus status) {
-        RecvWqe& r = s.rq[m.recv_seq & s.rq_mask];
+        RecvWqe& r = recv_of(s, m.recv_seq);
         Completion cpl;
         cpl.wr_id = r.wr.wr_id;
         cpl.conn = c.id;
@@ -695,13 +717,14 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         cpl.has_imm = wire::has_imm(m.opcode);
         cpl.imm = m.imm;
         push_cq(s.recv_cq, cpl, m.solicited);
-        ++s.rq_done;
+        retire_recv(s);
     };
     if (m.status != WcStatus::success) {
         // R-STREAM-6: the responder's stream enters error at the failed message,
         // in order; a SEND that failed locally reports it on its receive.
         if ((m.opcode == Opcode::send || m.opcode == Opcode::send_imm) &&
-            (m.status == WcStatus::loc_len_err || m.status == WcStatus::loc_prot_err) && m.recv_seq == s.rq_done)
+            (m.status == WcStatus::loc_len_err || m.status == WcStatus::loc_prot_err) && m.recv_seq == s.rq_done &&
+            wire::seq_lt(m.recv_seq, s.rq_posted))
             recv_completion(m.status);
         if (!s.failed_known) {
             s.failed_known = true;
@@ -819,7 +842,11 @@ void Engine::Impl::resolve_refused(Conn& c, const wire::NakHeader& n) {
 // declared lost and queued for a resend): csn, stream and msg_seq must match.
 TxPkt* Engine::Impl::unresolved_request(Conn& c, const wire::NakHeader& n) {
     TxPkt& t = c.txpkts[n.csn & (c.txpkts.size() - 1)];
-    if (t.csn != n.csn || !t.is_request || t.msg_seq != n.msg_seq || c.streams[t.stream_idx].id != n.stream_id)
+    if (t.csn != n.csn || t.msg_seq != n.msg_seq) return nullptr;
+    // A request names its stream by slot; an orphan (its stream destroyed,
+    // R-STREAM-11) by the wire id it was sent with.
+    if (t.is_request ? c.streams[t.stream_idx].wire_id != n.stream_id
+                     : t.stream_idx != kOrphanStream || t.stream_id != n.stream_id)
         return nullptr;
     if (t.state != CsnState::inflight && t.state != CsnState::lost) return nullptr;
     return &t;
@@ -854,6 +881,19 @@ void Engine::Impl::rx_rnr_nak(Conn& c, const wire::NakHeader& n) {
     if (!tp) return;  // resolved meanwhile, or a stale or forged NAK
     TxPkt& t = *tp;
     ++c.st.rnr_naks_received;
+    auto park = [&] {
+        settle_slot(c, t);
+        t.state = CsnState::rnr_wait;
+        const Time due = last_now + cfg.rnr_delay;
+        c.rnr.push(Conn::RnrWait{t.csn, due});  // sized to the CSN window: never full
+        next_timer = std::min(next_timer, due);
+    };
+    if (t.stream_idx == kOrphanStream) {
+        // R-STREAM-11: no WR waits for it, but its CSN must still reach the
+        // peer (R-CSN-4): resent until the peer's stream takes it or is destroyed.
+        park();
+        return;
+    }
     Stream& s = c.streams[t.stream_idx];
     SendWqe& w = s.sq[t.sq_slot];
     const bool outstanding = w.active && w.msg_seq == t.msg_seq && !w.done && !s.error;
@@ -867,11 +907,7 @@ void Engine::Impl::rx_rnr_nak(Conn& c, const wire::NakHeader& n) {
         return;
     }
     ++t.rnr_tries;
-    settle_slot(c, t);
-    t.state = CsnState::rnr_wait;
-    const Time due = last_now + cfg.rnr_delay;
-    c.rnr.push(Conn::RnrWait{t.csn, due});  // sized to the CSN window: never full
-    next_timer = std::min(next_timer, due);
+    park();
 }
 
 void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {

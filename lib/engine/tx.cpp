@@ -35,7 +35,7 @@ static TxPkt request_pkt(const Stream& s, const SendWqe& w, const TxJob& job) {
     t.is_request = true;
     t.stream_idx = job.stream_idx;
     t.sq_slot = job.slot;
-    t.stream_id = s.id;
+    t.stream_id = s.wire_id;
     t.msg_seq = w.msg_seq;
     t.recv_seq = w.recv_seq;
     t.imm = w.wr.imm;
@@ -381,7 +381,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
             t = TxPkt{};
             t.opcode = j.opcode;
             t.stream_idx = job.stream_idx;
-            t.stream_id = s.id;
+            t.stream_id = s.wire_id;
             t.msg_seq = j.msg_seq;
             t.msg_len = j.len;
             if (j.opcode == Opcode::atomic_resp) {
@@ -396,7 +396,10 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
                 j.next_off += t.payload_len;
                 if (j.next_off >= j.len) j.active = false;
             }
-            if (!j.active) c.jobs.drop_front();
+            if (!j.active) {
+                --s.rd_dest_held;  // R-STREAM-10: all of the response handed out
+                c.jobs.drop_front();
+            }
         }
         t.csn = c.csn_nxt++;
         csn_out = t.csn;
@@ -643,6 +646,11 @@ void Engine::Impl::rnr_timers(Conn& c, Time now, Time& next) {
         c.rnr.drop_front();
         TxPkt& t = c.txpkts[csn & mask];
         if (t.csn != csn || t.state != CsnState::rnr_wait) continue;
+        if (t.stream_idx == kOrphanStream) {  // R-STREAM-11: resent until the peer consumes it
+            t.state = CsnState::lost;
+            c.retx.push(csn);
+            continue;
+        }
         const Stream& s = c.streams[t.stream_idx];
         const SendWqe& w = s.sq[t.sq_slot];
         if (s.error || !w.active || w.msg_seq != t.msg_seq || w.done) {

@@ -7,6 +7,7 @@
 // application calls are exercised.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -229,4 +230,92 @@ TEST_CASE("api: a long-running server releases the connections it is done with (
         }
         CHECK(cli->engine().conn_count() == 0);
     }
+}
+
+TEST_CASE("api: stream attributes, a shared receive queue and its limit event, ERROR on demand, destroy and "
+          "create again (R-STREAM-9..11, R-SRQ-*)",
+          "[api][streams]") {
+    const uint16_t base = uint16_t(32020 + (uint32_t(::getpid()) * 37u) % 20000u);
+    auto srv = open_at(base, ProgressMode::automatic);
+    auto cli = open_at(uint16_t(base + 20), ProgressMode::manual);
+    std::vector<uint8_t> smem(1 << 16), cmem(1 << 16);
+    const uint32_t spd = srv->alloc_pd(), cpd = cli->alloc_pd();
+    const uint32_t scq = srv->create_cq(64), ccq = cli->create_cq(64);
+    const MemoryRegion smr = srv->register_mr(spd, smem.data(), smem.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    const MemoryRegion cmr = cli->register_mr(cpd, cmem.data(), cmem.size(), kAccessLocalWrite);
+    const uint32_t srq = srv->create_srq(spd, 6);
+    for (uint32_t i = 0; i < 6; ++i) srv->post_srq_recv(srq, RecvWr{i, smr.iova(i * 4096), 4096, smr.lkey});
+    CHECK_FALSE(srv->try_post_srq_recv(srq, RecvWr{9, smr.iova(), 8, smr.lkey}));  // depth 6
+    srv->arm_srq_limit(srq, 3);
+    srv->set_accept_streams({StreamSpec{.id = 1, .pd = spd, .send_cq = scq, .recv_cq = scq, .srq = srq},
+                             StreamSpec{.id = 2, .pd = spd, .send_cq = scq, .recv_cq = scq, .srq = srq}});
+    Connection c = cli->connect("127.0.0.1", base);
+    Connection s = srv->accept(1'000'000'000);
+    for (uint32_t id : {1u, 2u}) c.create_stream(StreamSpec{.id = id, .pd = cpd, .send_cq = ccq, .recv_cq = ccq, .send_depth = 3});
+    CHECK_THROWS_AS(s.post_recv(1, RecvWr{0, smr.iova(), 8, smr.lkey}), Error);  // the SRQ's
+    CHECK_THROWS_AS(srv->destroy_srq(srq), Error);                                // in use
+
+    for (uint32_t k = 0; k < 4; ++k) std::memset(cmem.data() + k * 1000, 'A' + k, 1000);
+    // send_depth 3: a fourth outstanding WR is refused until completions come back.
+    CHECK(c.try_post_send(1, Connection::send_wr(0, cmr, cmr.iova(0), 1000)));
+    CHECK(c.try_post_send(1, Connection::send_wr(1, cmr, cmr.iova(1000), 1000)));
+    CHECK(c.try_post_send(1, Connection::send_wr(2, cmr, cmr.iova(2000), 1000)));
+    CHECK_FALSE(c.try_post_send(1, Connection::send_wr(3, cmr, cmr.iova(3000), 1000)));
+    c.post_send(2, Connection::send_wr(3, cmr, cmr.iova(3000), 1000));
+    std::vector<Completion> sgot;
+    REQUIRE(until(*cli, [&] {
+        Completion w[8];
+        const size_t n = srv->poll_cq(scq, w, 8);
+        sgot.insert(sgot.end(), w, w + n);
+        return sgot.size() >= 4;
+    }));
+    std::vector<uint64_t> entries;
+    for (const Completion& w : sgot) {
+        CHECK(w.status == WcStatus::success);
+        CHECK(w.byte_len == 1000);
+        entries.push_back(w.wr_id);
+        // The entry holds the bytes of the message whose stream and place it completed at.
+        const uint8_t want = w.stream == 2 ? 'D' : uint8_t('A' + std::count_if(sgot.begin(), sgot.begin() + (&w - sgot.data()),
+                                                                            [](const Completion& x) { return x.stream == 1; }));
+        CHECK(smem[w.wr_id * 4096] == want);
+        CHECK(smem[w.wr_id * 4096 + 999] == want);
+    }
+    std::sort(entries.begin(), entries.end());
+    CHECK(std::unique(entries.begin(), entries.end()) == entries.end());
+    CHECK(srv->srq_posted(srq) == 2);
+    uint32_t ev[4];
+    REQUIRE(until(*cli, [&] { return srv->poll_srq_events(ev, 4) == 1; }));
+    CHECK(ev[0] == srq);
+
+    // ERROR on demand: the client's posted receive on stream 2 flushes.
+    Completion w[8];
+    size_t sent_done = 0;
+    REQUIRE(until(*cli, [&] {
+        sent_done += cli->poll_cq(ccq, w, 8);
+        return sent_done >= 4;  // the four SENDs
+    }));
+    c.post_recv(2, RecvWr{55, cmr.iova(30000), 100, cmr.lkey});
+    c.set_stream_error(2);
+    REQUIRE(cli->poll_cq(ccq, w, 8) == 1);
+    CHECK(w[0].wr_id == 55);
+    CHECK(w[0].status == WcStatus::wr_flush_err);
+
+    // Destroy and create again at both ends: the same id carries a new stream.
+    c.destroy_stream(1);
+    s.destroy_stream(1);
+    CHECK_THROWS_AS(c.post_send(1, Connection::send_wr(9, cmr, cmr.iova(), 8)), Error);
+    s.create_stream(StreamSpec{.id = 1, .pd = spd, .send_cq = scq, .recv_cq = scq, .srq = srq});
+    c.create_stream(StreamSpec{.id = 1, .pd = cpd, .send_cq = ccq, .recv_cq = ccq});
+    std::memset(cmem.data() + 5000, 'Z', 700);
+    c.post_send(1, Connection::send_wr(10, cmr, cmr.iova(5000), 700));
+    sgot.clear();
+    REQUIRE(until(*cli, [&] {
+        const size_t n = srv->poll_cq(scq, w, 8);
+        sgot.insert(sgot.end(), w, w + n);
+        return !sgot.empty();
+    }));
+    CHECK(sgot[0].status == WcStatus::success);
+    CHECK(sgot[0].stream == 1);
+    CHECK(sgot[0].byte_len == 700);
+    CHECK(smem[sgot[0].wr_id * 4096 + 699] == 'Z');
 }

@@ -199,11 +199,30 @@ struct MemoryRegion {
     uint64_t iova(size_t off = 0) const noexcept { return uint64_t(reinterpret_cast<uintptr_t>(addr)) + off; }
 };
 
+// A stream (RC QP) to create: its id, objects and own attributes (engine
+// StreamAttr, doc/spec.md R-STREAM-9/9, R-SRQ-1); zero means the device's default.
 struct StreamSpec {
     uint32_t id = 0;
     uint32_t pd = 0;
     uint32_t send_cq = 0;
     uint32_t recv_cq = 0;
+    uint32_t send_depth = 0;          // verbs max_send_wr
+    uint32_t recv_depth = 0;          // verbs max_recv_wr (0 with an srq)
+    uint32_t max_rd_atomic = 0;       // verbs max_rd_atomic: READ/atomic outstanding; later ones wait
+    uint32_t max_dest_rd_atomic = 0;  // verbs max_dest_rd_atomic: more incoming are refused
+    uint32_t srq = 0;                 // Device::create_srq; 0: the stream's own receive queue
+    StreamAttr attr() const {
+        StreamAttr a;
+        a.pd = pd;
+        a.send_cq = send_cq;
+        a.recv_cq = recv_cq;
+        a.send_depth = send_depth;
+        a.recv_depth = recv_depth;
+        a.max_rd_atomic = max_rd_atomic;
+        a.max_dest_rd_atomic = max_dest_rd_atomic;
+        a.srq = srq;
+        return a;
+    }
 };
 
 // Counters of the native layer itself (the engine's and the transport's are separate).
@@ -254,7 +273,13 @@ public:
     // Streams must exist with the same id on both sides before traffic for them
     // arrives (Device::set_accept_streams does that for incoming connections).
     void create_stream(uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq);
-    void create_stream(const StreamSpec& s) { create_stream(s.id, s.pd, s.send_cq, s.recv_cq); }
+    void create_stream(const StreamSpec& s);
+    // verbs modify_qp to ERR (R-STREAM-12): everything outstanding on the
+    // stream completes with wr_flush_err; later posts complete so at once.
+    void set_stream_error(uint32_t stream_id);
+    // verbs destroy_qp (R-STREAM-11): no completions; the id may be created
+    // again at once (the peer must destroy and create it too, R-STREAM-11).
+    void destroy_stream(uint32_t stream_id);
     // false: the stream's queue is full (poll completions, retry). Other failures throw.
     bool try_post_send(uint32_t stream_id, const SendWr& wr);
     bool try_post_recv(uint32_t stream_id, const RecvWr& wr);
@@ -326,12 +351,30 @@ public:
     // Events of cq taken by get_event and not acknowledged yet.
     uint64_t unacked_cq_events(uint32_t cq) const;
 
+    // Shared receive queues (verbs SRQ, doc/spec.md R-SRQ-*): any stream of
+    // any connection created with StreamSpec::srq takes its receives from it.
+    uint32_t create_srq(uint32_t pd, uint32_t depth);
+    // false: every entry is posted or taken by a message not yet complete.
+    bool try_post_srq_recv(uint32_t srq, const RecvWr& wr);
+    void post_srq_recv(uint32_t srq, const RecvWr& wr);
+    // verbs IBV_SRQ_LIMIT: one event (poll_srq_events) when the entries posted
+    // and not yet taken drop below limit; then disarmed. 0 disarms.
+    void arm_srq_limit(uint32_t srq, uint32_t limit);
+    uint32_t srq_posted(uint32_t srq) const;
+    // SRQs whose limit event fired since the last call, in order.
+    size_t poll_srq_events(uint32_t* srqs, size_t max);
+    // Throws Error while a stream uses it.
+    void destroy_srq(uint32_t srq);
+
     // Streams created on every incoming connection the moment it appears, in
     // the progress path, so the first data for them is never refused.
     void set_accept_streams(std::vector<StreamSpec> streams);
 
     // Active open; waits (progressing in manual mode) until established.
     // Throws ConnectionError if refused or not established within timeout_ns.
+    // Two devices that connect to each other at the same moment get one
+    // connection (R-CONN-14): both calls return a handle to it, and neither
+    // device's accept() sees it.
     Connection connect(const std::string& ip, uint16_t port, Time timeout_ns = 5'000'000'000);
     // Waits for the next incoming connection. Throws TimeoutError.
     Connection accept(Time timeout_ns = UINT64_MAX);
@@ -371,6 +414,7 @@ private:
     std::vector<StreamSpec> accept_streams_;
     std::deque<ConnEvent> incoming_;
     std::vector<ConnEvent> failures_;
+    std::deque<uint32_t> srq_events_;
     DeviceStats dst_{};
     // Completion notification: channels, each CQ's channel (by CQ id - 1),
     // and per CQ the events get_event took and those acknowledged (under ev_mu_).

@@ -137,12 +137,30 @@ struct CqEvent {
     uint32_t events = 0;
 };
 
-enum class EventKind : uint8_t { incoming, established, closed, error };
+// srq_limit: a shared receive queue armed with a limit fell below it
+// (R-SRQ-5; verbs IBV_EVENT_SRQ_LIMIT_REACHED): conn and peer are 0, srq names it.
+enum class EventKind : uint8_t { incoming, established, closed, error, srq_limit };
 struct ConnEvent {
     EventKind kind = EventKind::established;
     uint32_t conn = 0;
     uint32_t peer = 0;
+    uint32_t srq = 0;
 };
+
+// A stream's own attributes (verbs ibv_qp_init_attr / ibv_qp_attr); 0 is the
+// engine's default for every field but the three objects (R-STREAM-9).
+struct StreamAttr {
+    uint32_t pd = 0;
+    uint32_t send_cq = 0;
+    uint32_t recv_cq = 0;
+    uint32_t send_depth = 0;          // outstanding send WRs (max_send_wr), 1..65536; 0: EngineConfig::stream_depth
+    uint32_t recv_depth = 0;          // posted receives (max_recv_wr), 1..2^20; 0: EngineConfig::recv_depth
+    uint32_t max_rd_atomic = 0;       // READ/atomic outstanding as requester (R-STREAM-10); 0: no limit
+    uint32_t max_dest_rd_atomic = 0;  // READ/atomic held as responder (R-STREAM-10); 0: no limit
+    uint32_t srq = 0;                 // receives come from this shared receive queue (R-SRQ-1); 0: its own
+};
+// Stream ids are 24 bits, all ones excluded (as verbs QPNs; R-STREAM-11).
+inline constexpr uint32_t kMaxStreamId = 0xfffffe;
 
 enum class PathStateKind : uint8_t { active, failed };
 
@@ -302,10 +320,32 @@ public:
     size_t conn_count() const noexcept;
     ConnState conn_state(uint32_t conn) const;
     // Streams must exist with the same id on both sides before traffic for them arrives.
+    // Ids are 0..kMaxStreamId; exists: the id is live on the connection (R-STREAM-1, R-STREAM-9).
+    Status create_stream(uint32_t conn, uint32_t stream_id, const StreamAttr& attr);
     Status create_stream(uint32_t conn, uint32_t stream_id, uint32_t pd, uint32_t send_cq, uint32_t recv_cq);
+    // R-STREAM-12 (verbs modify_qp to IBV_QPS_ERR): everything outstanding on
+    // the stream completes with wr_flush_err, in order; later posts too.
+    Status set_stream_error(uint32_t conn, uint32_t stream_id);
+    // R-STREAM-11 (verbs destroy_qp): the stream's state is freed without
+    // completions; the id may be created again at once (a new incarnation,
+    // which the old one's late packets cannot reach).
+    Status destroy_stream(uint32_t conn, uint32_t stream_id);
     Status post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr);
     Status post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr);
     size_t poll_events(ConnEvent* out, size_t max);
+
+    // --- shared receive queues (R-SRQ-*) ---
+    // depth: 1..2^20 posted entries. Any stream of any connection may use it (StreamAttr::srq).
+    Status create_srq(uint32_t pd, uint32_t depth, uint32_t& srq_out);
+    // queue_full: depth entries posted or bound to messages not yet complete.
+    Status post_srq_recv(uint32_t srq, const RecvWr& wr);
+    // Arms the limit event (verbs IBV_SRQ_LIMIT): one srq_limit event when the
+    // entries posted and not yet taken drop below limit, then disarmed. 0 disarms.
+    Status arm_srq_limit(uint32_t srq, uint32_t limit);
+    // Entries posted and not yet taken by a message.
+    Status srq_posted(uint32_t srq, uint32_t& out) const;
+    // bad_state while a stream uses it.
+    Status destroy_srq(uint32_t srq);
 
     // --- I/O (driver side) ---
     void rx_burst(const RxPacket* pkts, size_t n, Time now);
