@@ -329,8 +329,12 @@ Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns
     {
         MaybeLock g(mu_, thr_.joinable());
         peer = tr_->resolve_peer(ip, port);
+        // R-CONN-14: connect() may return a connection the peer opened and
+        // this device accepted; drained first, so that accept() never returns it too.
+        handle_events_locked();
         const Status s = eng_.connect(peer, conn);
         if (s != Status::ok) throw ConnectionError(status_msg(("connect to " + ip + ":" + std::to_string(port)).c_str(), s));
+        std::erase_if(incoming_, [conn](const ConnEvent& e) { return e.conn == conn; });
     }
     kick();
     const Time start = now();

@@ -361,6 +361,14 @@ size_t Engine::poll_events(ConnEvent* out, size_t max) {
 }
 
 Status Engine::connect(uint32_t peer, uint32_t& conn_out) {
+    // R-CONN-14: the peer's connect() reached us first; it is the one connection.
+    for (Conn* o : impl_->conns) {
+        if (o && o->peer == peer && o->unclaimed && o->state == ConnState::established) {
+            o->unclaimed = false;
+            conn_out = o->id;
+            return Status::ok;
+        }
+    }
     Conn* c = impl_->new_conn(peer);
     if (!c) return Status::no_memory;
     c->state = ConnState::connecting;

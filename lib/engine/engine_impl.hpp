@@ -297,6 +297,7 @@ struct Conn {
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
+    bool unclaimed = false;        // accepted (R-CONN-8) and not yet returned by a connect() (R-CONN-14)
 
     // sender CSN space (R-CSN-1)
     uint32_t csn_nxt = 0;
@@ -540,6 +541,7 @@ struct Engine::Impl {
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
     void rx_nak(Conn& c, const wire::Packet& pk);
     void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
+    void answer_connect_req(Conn& c, const wire::Packet& pk, Time now);
     void rx_connect_ack(Conn& c, const wire::Packet& pk, Time now);
     enum class Placed : uint8_t { ok, rnr, stale, refused, deferred };
     struct Deferral {

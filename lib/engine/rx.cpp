@@ -131,31 +131,62 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
 }
 
 void Engine::Impl::rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now) {
+    const wire::ConnectHeader& h = pk.connect;
+    Conn* mine = nullptr;  // our own attempt toward this peer, waiting for its answer
+    for (Conn* c : conns) {
+        if (!c || c->peer != peer) continue;
+        if (c->remote_conn == pk.common.src_conn) {
+            // R-CONN-4: a repeated CONNECT_REQ (our ACK was lost) gets the same answer.
+            if (c->cookie == h.cookie) {
+                c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+                wake(*c);
+            } else {
+                ++st.connects_crossed;  // R-CONN-14: the peer's attempt that lost to this connection
+            }
+            return;
+        }
+        if (!mine && c->state == ConnState::connecting) mine = c;
+    }
+    if (mine) {
+        // R-CONN-14: the CONNECT_REQs crossed. Both ends compare the same two
+        // keys (each REQ carries its attempt's); the larger key's attempt is the connection.
+        const uint64_t ours = uint64_t(mine->cookie) << 32 | mine->csn_una;
+        const uint64_t theirs = uint64_t(h.cookie) << 32 | h.initial_csn;
+        if (ours > theirs) {
+            ++st.connects_crossed;  // the peer answers ours
+            return;
+        }
+        if (ours < theirs) {
+            answer_connect_req(*mine, pk, now);  // ours becomes the passive end of theirs
+            event(EventKind::established, *mine);
+            return;
+        }
+        // Equal keys (2^-64): two connections, as before crossings were detected.
+    }
     if (!cfg.accept_incoming) {
         ++st.connects_refused;
         return;
-    }
-    const wire::ConnectHeader& h = pk.connect;
-    // R-CONN-4: a repeated CONNECT_REQ (our ACK was lost) gets the same answer.
-    for (Conn* c : conns) {
-        if (c && c->peer == peer && c->remote_conn == pk.common.src_conn && c->cookie == h.cookie) {
-            c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
-            wake(*c);
-            return;
-        }
     }
     Conn* c = new_conn(peer);
     if (!c) {
         ++st.connects_refused;
         return;
     }
-    c->remote_conn = pk.common.src_conn;
-    c->cookie = h.cookie;
-    establish(*c, h, now);
-    fair.on_connect(c->fair_idx, now);  // R-HINT-2: active from its handshake on
-    if (cfg.rate_hints) refresh_idle_hints(*c);
-    c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+    answer_connect_req(*c, pk, now);
+    c->unclaimed = true;
     event(EventKind::incoming, *c);
+}
+
+// The passive end of a handshake (R-CONN-8): on a new connection, or on our
+// own attempt that lost a crossing (R-CONN-14; its CONNECT_REQ is not sent again).
+void Engine::Impl::answer_connect_req(Conn& c, const wire::Packet& pk, Time now) {
+    c.remote_conn = pk.common.src_conn;
+    c.cookie = pk.connect.cookie;
+    establish(c, pk.connect, now);
+    fair.on_connect(c.fair_idx, now);  // R-HINT-2: active from its handshake on
+    if (cfg.rate_hints) refresh_idle_hints(c);
+    c.ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+    wake(c);
 }
 
 void Engine::Impl::rx_connect_ack(Conn& c, const wire::Packet& pk, Time now) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -318,4 +319,48 @@ TEST_CASE("api: stream attributes, a shared receive queue and its limit event, E
     CHECK(sgot[0].stream == 1);
     CHECK(sgot[0].byte_len == 700);
     CHECK(smem[sgot[0].wr_id * 4096 + 699] == 'Z');
+}
+
+TEST_CASE("api: two devices that connect to each other at the same moment share one connection (R-CONN-14)",
+          "[api][connect]") {
+    for (int round = 0; round < 4; ++round) {
+        const uint16_t base = uint16_t(32030 + (uint32_t(::getpid()) * 37u + uint32_t(round) * 3u) % 20000u);
+        auto da = open_at(base, ProgressMode::manual);
+        auto db = open_at(uint16_t(base + 20), ProgressMode::automatic);
+        std::vector<uint8_t> ma(1 << 16), mb(1 << 16);
+        const uint32_t pa = da->alloc_pd(), pb = db->alloc_pd();
+        const uint32_t qa = da->create_cq(64), qb = db->create_cq(64);
+        const MemoryRegion ra = da->register_mr(pa, ma.data(), ma.size(), kAccessLocalWrite | kAccessRemoteWrite);
+        const MemoryRegion rb = db->register_mr(pb, mb.data(), mb.size(), kAccessLocalWrite | kAccessRemoteWrite);
+        Connection cb;
+        std::thread t([&] { cb = db->connect("127.0.0.1", base); });
+        Connection ca = da->connect("127.0.0.1", uint16_t(base + 20));
+        t.join();
+        REQUIRE(ca.valid());
+        REQUIRE(cb.valid());
+        CHECK(ca.stats().remote_conn == cb.id());  // one connection, named by both ends
+        CHECK(cb.stats().remote_conn == ca.id());
+        CHECK(da->engine().conn_count() == 1);
+        {
+            auto g = db->lock();
+            CHECK(db->engine().conn_count() == 1);
+        }
+        CHECK_THROWS_AS(da->accept(20'000'000), TimeoutError);  // nothing incoming at either end
+        CHECK_THROWS_AS(db->accept(20'000'000), TimeoutError);
+        ca.create_stream(1, pa, qa, qa);
+        cb.create_stream(1, pb, qb, qb);
+        std::memset(ma.data(), 'a' + round, 1000);
+        std::memset(mb.data(), 'A' + round, 1000);
+        ca.post_send(1, Connection::write_wr(1, ra, ra.iova(), 1000, rb.iova(2000), rb.rkey));
+        cb.post_send(1, Connection::write_wr(2, rb, rb.iova(), 1000, ra.iova(2000), ra.rkey));
+        Completion w[4];
+        size_t na = 0, nb = 0;
+        REQUIRE(until(*da, [&] {
+            na += da->poll_cq(qa, w, 4);
+            nb += db->poll_cq(qb, w, 4);
+            return na >= 1 && nb >= 1;
+        }));
+        CHECK(mb[2999] == uint8_t('a' + round));
+        CHECK(ma[2999] == uint8_t('A' + round));
+    }
 }

@@ -373,8 +373,10 @@ public:
     // Active open; waits (progressing in manual mode) until established.
     // Throws ConnectionError if refused or not established within timeout_ns.
     // Two devices that connect to each other at the same moment get one
-    // connection (R-CONN-14): both calls return a handle to it, and neither
-    // device's accept() sees it.
+    // connection (R-CONN-14): both calls return a handle to it. If the peer's
+    // connect reached this device first, this call returns the connection it
+    // accepted (set_accept_streams applied to it as to any accepted one), and
+    // accept() does not return it.
     Connection connect(const std::string& ip, uint16_t port, Time timeout_ns = 5'000'000'000);
     // Waits for the next incoming connection. Throws TimeoutError.
     Connection accept(Time timeout_ns = UINT64_MAX);

@@ -220,6 +220,7 @@ struct EngineStats {
     uint64_t rx_stale = 0;           // CSN/PSN outside the acceptable window
     uint64_t cq_overflows = 0;
     uint64_t connects_refused = 0;
+    uint64_t connects_crossed = 0;   // CONNECT_REQs of a crossed simultaneous connect, dropped (R-CONN-14)
     uint64_t place_jobs = 0;         // payload copies handed to the placement stage (deferred placement)
     uint64_t rx_place_full = 0;      // data dropped unacked: place_depth records outstanding
     uint64_t cc_feedback = 0;        // window records handed to the CC stage (offload_cc)
@@ -308,6 +309,11 @@ public:
 
     // --- connections and streams (R-CONN-*, R-STREAM-*) ---
     // Starts an active open toward the driver's peer handle; returns the local connection id.
+    // R-CONN-14: if the peer connects to this end at the same moment, the two
+    // attempts become one connection: this id is ESTABLISHED by the peer's
+    // CONNECT_REQ or by the answer to ours (event established either way). A
+    // connection the peer opened and this end accepted, not yet returned by a
+    // connect(), is returned instead of opening a second one.
     Status connect(uint32_t peer, uint32_t& conn_out);
     Status disconnect(uint32_t conn);
     // R-CONN-13: the application is done with a CLOSED or ERROR connection
