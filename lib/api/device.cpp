@@ -137,7 +137,8 @@ void Device::deliver_cq_events_locked() {
     CqEvent ev[16];
     for (size_t n; (n = eng_.take_cq_events(ev, 16)) > 0;)
         for (size_t i = 0; i < n; ++i)
-            if (CompletionChannel* ch = cq_channel_[ev[i].cq - 1]) ch->post(ev[i].cq, ev[i].events);
+            if (ev[i].cq <= cq_channel_.size())  // a CQ made through engine() has no channel here
+                if (CompletionChannel* ch = cq_channel_[ev[i].cq - 1]) ch->post(ev[i].cq, ev[i].events);
 }
 
 size_t Device::inject_faults(RxPacket* rx, size_t n) noexcept {
