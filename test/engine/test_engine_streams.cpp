@@ -409,3 +409,37 @@ TEST_CASE("streams: 300 destroy/create cycles of one id under loss, across the i
     CHECK(p.a.eng.conn_state(p.ca) == ConnState::established);
     CHECK(p.a.eng.stats().rx_unknown_conn == 0);
 }
+
+TEST_CASE("streams: a stream its peer destroyed and created again: the old end's WRs fail, none succeeds "
+          "unplaced (R-STREAM-11, R-ACK-8)",
+          "[engine][streams][lifecycle]") {
+    EngineConfig cfg;
+    StreamPair p(cfg, 1 << 20, 13);
+    REQUIRE(p.a.eng.create_stream(p.ca, 4, p.a.attr()) == Status::ok);
+    REQUIRE(p.b.eng.create_stream(p.cb, 4, p.b.attr()) == Status::ok);
+    fill_pattern(p.a.mem, 0, 4000, 3);
+    REQUIRE(p.a.eng.post_send(p.ca, 4, p.a.wr(1, OpKind::write, 0, 4000, p.b.addr(100000), p.b.mr.rkey)) ==
+            Status::ok);
+    REQUIRE(p.run([&] { return p.a.got.size() >= 1; }));
+    REQUIRE(p.a.got[0].status == WcStatus::success);
+    // B alone destroys and creates id 4 again; A's stream is the old incarnation.
+    REQUIRE(p.b.eng.destroy_stream(p.cb, 4) == Status::ok);
+    REQUIRE(p.b.eng.create_stream(p.cb, 4, p.b.attr()) == Status::ok);
+    std::memset(p.b.mem.data() + 200000, 0x77, 4000);
+    REQUIRE(p.a.eng.post_send(p.ca, 4, p.a.wr(2, OpKind::write, 0, 4000, p.b.addr(200000), p.b.mr.rkey)) ==
+            Status::ok);
+    REQUIRE(p.a.eng.post_send(p.ca, 4, p.a.wr(3, OpKind::write, 0, 100, p.b.addr(200000), p.b.mr.rkey)) ==
+            Status::ok);
+    REQUIRE(p.run([&] { return p.a.got.size() >= 3; }));
+    CHECK(p.a.got[1].status == WcStatus::rem_inv_req_err);  // refused: invalid_stream
+    CHECK(p.a.got[2].status == WcStatus::wr_flush_err);
+    for (size_t i = 0; i < 4000; ++i) REQUIRE(p.b.mem[200000 + i] == 0x77);  // nothing placed
+    // A destroys and creates it too: the incarnations meet again and work.
+    REQUIRE(p.a.eng.destroy_stream(p.ca, 4) == Status::ok);
+    REQUIRE(p.a.eng.create_stream(p.ca, 4, p.a.attr()) == Status::ok);
+    REQUIRE(p.a.eng.post_send(p.ca, 4, p.a.wr(4, OpKind::write, 0, 4000, p.b.addr(200000), p.b.mr.rkey)) ==
+            Status::ok);
+    REQUIRE(p.run([&] { return p.a.got.size() >= 4; }));
+    CHECK(p.a.got[3].status == WcStatus::success);
+    CHECK(std::memcmp(p.a.mem.data(), p.b.mem.data() + 200000, 4000) == 0);
+}
