@@ -572,6 +572,7 @@ struct Engine::Impl {
     void rx_rnr_nak(Conn& c, const wire::NakHeader& n);
     void rnr_timers(Conn& c, Time now, Time& next);
     void settle(Conn& c, TxPkt& t);
+    void abandon(Conn& c, TxPkt& t);
     void advance_csn_una(Conn& c);
     void advance_sq(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);

@@ -290,6 +290,11 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         if (cr == CsnWindow::Result::duplicate) {
             if (refuse_again(c, d)) return;  // R-NAK-8: a resent refused packet
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
+        } else if (d.dflags & wire::kDataVoid) [[unlikely]] {
+            // R-NAK-10: a CSN the requester gave up after RNR: consumed, nothing placed,
+            // acknowledged so that its CSN leaves the requester's window.
+            c.rx_csn.mark(d.csn);
+            r.accepted = true;
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
             if (res == Placed::rnr) {
@@ -920,25 +925,46 @@ void Engine::Impl::rx_rnr_nak(Conn& c, const wire::NakHeader& n) {
         next_timer = std::min(next_timer, due);
     };
     if (t.stream_idx == kOrphanStream) {
-        // R-STREAM-11: no WR waits for it, but its CSN must still reach the
-        // peer (R-CSN-4): resent until the peer's stream takes it or is destroyed.
-        park();
+        abandon(c, t);  // R-STREAM-11: no WR waits for it; its CSN still has to reach the peer
         return;
     }
     Stream& s = c.streams[t.stream_idx];
     SendWqe& w = s.sq[t.sq_slot];
     const bool outstanding = w.active && w.msg_seq == t.msg_seq && !w.done && !s.error;
     if (!outstanding) {
-        settle(c, t);  // its WR was flushed: nothing waits for it
+        abandon(c, t);  // its WR was flushed: nothing waits for it
         return;
     }
     if (cfg.rnr_retry < 7 && t.rnr_tries >= cfg.rnr_retry) {
-        settle(c, t);
+        abandon(c, t);
         stream_error(c, s, t.msg_seq, WcStatus::rnr_retry_exc_err);
         return;
     }
     ++t.rnr_tries;
     park();
+}
+
+// R-NAK-10: a CSN the peer never consumed (it answered RNR) cannot simply be
+// settled here: the peer's CSN filter would keep a hole at it and refuse
+// every CSN a window beyond (R-CSN-4). Nor may its payload be read again (the
+// WR is finished and the application may have freed its buffer). It is sent
+// once more, reliably, as a void packet: no payload, no placement, consumed
+// and acknowledged by the peer; its ACK completes nothing.
+void Engine::Impl::abandon(Conn& c, TxPkt& t) {
+    settle_slot(c, t);
+    TxPkt v{};
+    v.csn = t.csn;
+    v.stream_id = t.stream_id;
+    v.stream_idx = kOrphanStream;
+    v.msg_seq = t.msg_seq;
+    v.opcode = Opcode::write;  // msg_len 0, no payload: valid for every decoder (R-WIRE-7)
+    v.dflags = wire::kDataVoid;
+    v.sent_before = true;
+    v.path = t.path;
+    v.psn = t.psn;
+    v.state = CsnState::lost;
+    t = v;
+    c.retx.push(t.csn);
 }
 
 void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {

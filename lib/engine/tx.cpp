@@ -638,7 +638,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
 }
 
 // R-NAK-10: packets refused as receiver-not-ready go back to the resend
-// queue when their delay ends; those whose WR was flushed meanwhile are settled.
+// queue when their delay ends; those whose WR was flushed meanwhile are sent void.
 void Engine::Impl::rnr_timers(Conn& c, Time now, Time& next) {
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     while (!c.rnr.empty() && now >= c.rnr.front().due) {
@@ -646,15 +646,14 @@ void Engine::Impl::rnr_timers(Conn& c, Time now, Time& next) {
         c.rnr.drop_front();
         TxPkt& t = c.txpkts[csn & mask];
         if (t.csn != csn || t.state != CsnState::rnr_wait) continue;
-        if (t.stream_idx == kOrphanStream) {  // R-STREAM-11: resent until the peer consumes it
-            t.state = CsnState::lost;
-            c.retx.push(csn);
+        if (t.stream_idx == kOrphanStream) {  // R-STREAM-11: no WR waits for it
+            abandon(c, t);
             continue;
         }
         const Stream& s = c.streams[t.stream_idx];
         const SendWqe& w = s.sq[t.sq_slot];
         if (s.error || !w.active || w.msg_seq != t.msg_seq || w.done) {
-            settle(c, t);
+            abandon(c, t);  // its WR was flushed meanwhile
             continue;
         }
         t.state = CsnState::lost;

@@ -59,6 +59,7 @@ enum DataFlags : uint8_t {
     kDataRetransmit = 1u << 0,  // this CSN was sent before
     kDataSolicited = 1u << 1,   // solicited event requested (SEND/SEND_IMM)
     kDataAckNow = 1u << 2,      // receiver should ack this path without delay
+    kDataVoid = 1u << 3,        // the requester gave this CSN up: consume it, place nothing (R-NAK-10)
 };
 
 enum AckFlags : uint8_t {
