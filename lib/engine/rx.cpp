@@ -290,11 +290,6 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         if (cr == CsnWindow::Result::duplicate) {
             if (refuse_again(c, d)) return;  // R-NAK-8: a resent refused packet
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
-        } else if (d.dflags & wire::kDataVoid) [[unlikely]] {
-            // R-NAK-10: a CSN the requester gave up after RNR: consumed, nothing placed,
-            // acknowledged so that its CSN leaves the requester's window.
-            c.rx_csn.mark(d.csn);
-            r.accepted = true;
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
             if (res == Placed::rnr) {
@@ -540,6 +535,9 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     (void)now;
     const wire::DataHeader& d = pk.data;
     uint32_t sidx = 0;
+    // R-NAK-11: a CSN the requester gave up after RNR: consumed (marked and
+    // acknowledged), nothing placed, whatever its stream's state.
+    if (d.dflags & wire::kDataVoid) [[unlikely]] return Placed::ok;
     Stream* sp = c.find_stream(d.stream_id, &sidx);
     if (!sp) [[unlikely]] {
         // R-STREAM-11: a response for a stream destroyed meanwhile: no WR
