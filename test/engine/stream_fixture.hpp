@@ -12,24 +12,13 @@
 #include <functional>
 #include <vector>
 
-#include "pair_link.hpp"
+#include "engine_fixture.hpp"
 
 namespace mroce::test {
 
-struct StreamSide {
-    Engine eng;
-    uint32_t pd = 0, cq = 0;
-    std::vector<uint8_t> mem;
-    MrInfo mr{};
+struct StreamSide : Side {
     std::vector<Completion> got;  // completions polled so far, in CQ order
-    StreamSide(const EngineConfig& cfg, size_t bytes) : eng(cfg), mem(bytes) {
-        pd = eng.alloc_pd();
-        REQUIRE(eng.create_cq(1 << 16, cq) == Status::ok);
-        REQUIRE(eng.register_mr(pd, mem.data(), mem.size(),
-                                kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic,
-                                mr) == Status::ok);
-    }
-    uint64_t addr(size_t off = 0) const { return uint64_t(reinterpret_cast<uintptr_t>(mem.data())) + off; }
+    StreamSide(const EngineConfig& cfg, size_t bytes) : Side(cfg, bytes) {}
     StreamAttr attr() const {
         StreamAttr a;
         a.pd = pd;

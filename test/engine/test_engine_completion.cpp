@@ -19,10 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "pair_link.hpp"
+#include "engine_fixture.hpp"
 
 using namespace mroce;
 using mroce::test::PairLink;
+using mroce::test::Side;
 using mroce::test::SplitMix;
 using mroce::test::fnv;
 
@@ -38,21 +39,7 @@ struct Arrangement {
 
 Arrangement arrangement(int k) { return Arrangement{(k & 1) != 0, (k & 2) != 0}; }
 
-constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 constexpr size_t kMem = 4u << 20;
-
-struct Side {
-    Engine eng;
-    uint32_t pd = 0, cq = 0;
-    std::vector<uint8_t> mem;
-    MrInfo mr{};
-    explicit Side(const EngineConfig& cfg) : eng(cfg), mem(kMem) {
-        pd = eng.alloc_pd();
-        REQUIRE(eng.create_cq(1 << 14, cq) == Status::ok);
-        REQUIRE(eng.register_mr(pd, mem.data(), mem.size(), kAll, mr) == Status::ok);
-    }
-    uint64_t addr(size_t off) const { return uint64_t(reinterpret_cast<uintptr_t>(mem.data())) + off; }
-};
 
 EngineConfig config_for(const Arrangement& arr, uint16_t paths) {
     EngineConfig cfg;
@@ -74,7 +61,7 @@ struct Rig {
     PairLink link;
     uint32_t ca = 0, cb = 0;
     Rig(const Arrangement& ar, uint16_t paths, uint64_t seed)
-        : arr(ar), cfg(config_for(ar, paths)), a(cfg), b(cfg), link(a.eng, b.eng, seed) {
+        : arr(ar), cfg(config_for(ar, paths)), a(cfg, kMem), b(cfg, kMem), link(a.eng, b.eng, seed) {
         if (arr.deferred) {
             link.enable_pipeline(0);
             link.enable_pipeline(1);
@@ -125,9 +112,6 @@ bool is_data(const TxPacket& p) { return is_type(p, wire::PacketType::data) && p
 uint32_t data_stream(const TxPacket& p) { return be32(p.hdr + 28); }
 uint32_t data_msg_seq(const TxPacket& p) { return be32(p.hdr + 32); }
 
-void pattern(std::vector<uint8_t>& m, size_t off, size_t len, uint32_t seed) {
-    for (size_t i = 0; i < len; ++i) m[off + i] = uint8_t((i * 131 + seed * 7 + (i >> 8)) ^ seed);
-}
 
 // The checks every test makes of one stream's send completions, in post order:
 // wr_ids exactly once and in order; a prefix of successes (each verified by
@@ -183,7 +167,7 @@ TEST_CASE("completion: a responder stream in ERROR never yields success, NAKs lo
     };
     std::vector<uint64_t> ids;
     for (uint32_t k = 0; k < 20; ++k) {
-        pattern(r.a.mem, k * 8192, 6000, k + 1);
+        mroce::test::fill(r.a.mem, k * 8192, 6000, k + 1);
         SendWr w;
         w.wr_id = 1000 + k;
         w.op = OpKind::write;
@@ -222,7 +206,7 @@ TEST_CASE("completion: NAKs delayed behind ACKs on other paths, no loss", "[engi
     std::vector<uint64_t> ids[3];
     for (uint32_t k = 0; k < 30; ++k) {
         const uint32_t s = 1 + (k & 1);
-        pattern(r.a.mem, k * 16384, 9000, k + 7);
+        mroce::test::fill(r.a.mem, k * 16384, 9000, k + 7);
         SendWr w;
         w.wr_id = 2000 + k;
         w.op = (k % 3 == 0) ? OpKind::write_imm : OpKind::write;
@@ -271,7 +255,7 @@ TEST_CASE("completion: WRs acked before the failed one are flushed, the failed o
     };
     std::vector<uint64_t> ids;
     for (uint32_t k = 0; k < 12; ++k) {
-        pattern(r.a.mem, k * 4096, 3000, k + 3);
+        mroce::test::fill(r.a.mem, k * 4096, 3000, k + 3);
         SendWr w;
         w.wr_id = 3000 + k;
         w.op = OpKind::write;
@@ -406,7 +390,7 @@ TEST_CASE("completion: a stream the responder creates late is retried as RNR", "
     INFO(arr.name());
     Rig r(arr, 2, 8);
     REQUIRE(r.a.eng.create_stream(r.ca, 11, r.a.pd, r.a.cq, r.a.cq) == Status::ok);
-    pattern(r.a.mem, 0, 20000, 5);
+    mroce::test::fill(r.a.mem, 0, 20000, 5);
     SendWr w;
     w.wr_id = 42;
     w.op = OpKind::write;
@@ -470,7 +454,7 @@ TEST_CASE("completion: RNR retries exhausted", "[engine][completion][rnr]") {
     EngineConfig cfg = config_for(arr, 2);
     cfg.rnr_retry = 3;
     cfg.csn_window = 64;  // a CSN given up without reaching B would stall B's filter a window later
-    Side a(cfg), b(cfg);
+    Side a(cfg, kMem), b(cfg, kMem);
     PairLink link(a.eng, b.eng, 9);
     uint32_t ca = 0, cb = 0;
     REQUIRE(mroce::test::connect_pair(link, ca, cb));
@@ -529,7 +513,7 @@ TEST_CASE("completion: an RNR'd packet whose WR is flushed still reaches the pee
     EngineConfig cfg = config_for(Arrangement{}, 2);
     cfg.csn_window = 64;
     cfg.rnr_delay = 200'000;
-    Side a(cfg), b(cfg);
+    Side a(cfg, kMem), b(cfg, kMem);
     PairLink link(a.eng, b.eng, 10);
     uint32_t ca = 0, cb = 0;
     REQUIRE(mroce::test::connect_pair(link, ca, cb));
