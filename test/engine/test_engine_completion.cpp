@@ -96,6 +96,18 @@ struct Rig {
         for (const Completion& c : got[side]) n += c.stream == stream;
         return n;
     }
+    // A WRITE of A's bytes [off, off + len) to the same offsets at B.
+    SendWr write_ab(uint64_t id, size_t off, uint32_t len) const {
+        SendWr w;
+        w.wr_id = id;
+        w.op = OpKind::write;
+        w.local_addr = a.addr(off);
+        w.length = len;
+        w.lkey = a.mr.lkey;
+        w.remote_addr = b.addr(off);
+        w.rkey = b.mr.rkey;
+        return w;
+    }
     // After the run: nothing more may complete while stray packets drain.
     void drain_and_check_quiet() {
         const size_t n0 = got[0].size(), n1 = got[1].size();
@@ -168,14 +180,7 @@ TEST_CASE("completion: a responder stream in ERROR never yields success, NAKs lo
     std::vector<uint64_t> ids;
     for (uint32_t k = 0; k < 20; ++k) {
         mroce::test::fill(r.a.mem, k * 8192, 6000, k + 1);
-        SendWr w;
-        w.wr_id = 1000 + k;
-        w.op = OpKind::write;
-        w.local_addr = r.a.addr(k * 8192);
-        w.length = 6000;
-        w.lkey = r.a.mr.lkey;
-        w.remote_addr = r.b.addr(k * 8192);
-        w.rkey = r.b.mr.rkey;
+        const SendWr w = r.write_ab(1000 + k, k * 8192, 6000);
         REQUIRE(r.a.eng.post_send(r.ca, 3, w) == Status::ok);
         ids.push_back(w.wr_id);
     }
@@ -207,14 +212,8 @@ TEST_CASE("completion: NAKs delayed behind ACKs on other paths, no loss", "[engi
     for (uint32_t k = 0; k < 30; ++k) {
         const uint32_t s = 1 + (k & 1);
         mroce::test::fill(r.a.mem, k * 16384, 9000, k + 7);
-        SendWr w;
-        w.wr_id = 2000 + k;
-        w.op = (k % 3 == 0) ? OpKind::write_imm : OpKind::write;
-        w.local_addr = r.a.addr(k * 16384);
-        w.length = 9000;
-        w.lkey = r.a.mr.lkey;
-        w.remote_addr = r.b.addr(k * 16384);
-        w.rkey = r.b.mr.rkey;
+        SendWr w = r.write_ab(2000 + k, k * 16384, 9000);
+        if (k % 3 == 0) w.op = OpKind::write_imm;
         if (w.op == OpKind::write_imm) {
             RecvWr rv;
             rv.wr_id = 5000 + k;
@@ -256,14 +255,8 @@ TEST_CASE("completion: WRs acked before the failed one are flushed, the failed o
     std::vector<uint64_t> ids;
     for (uint32_t k = 0; k < 12; ++k) {
         mroce::test::fill(r.a.mem, k * 4096, 3000, k + 3);
-        SendWr w;
-        w.wr_id = 3000 + k;
-        w.op = OpKind::write;
-        w.local_addr = r.a.addr(k * 4096);
-        w.length = 3000;
-        w.lkey = r.a.mr.lkey;
-        w.remote_addr = r.b.addr(k * 4096);
-        w.rkey = k == 0 ? r.b.mr.rkey ^ 0x00ff0000u : r.b.mr.rkey;
+        SendWr w = r.write_ab(3000 + k, k * 4096, 3000);
+        if (k == 0) w.rkey ^= 0x00ff0000u;
         REQUIRE(r.a.eng.post_send(r.ca, 4, w) == Status::ok);
         ids.push_back(w.wr_id);
     }
