@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     size_t region = size_t(64) << 20;
     size_t burst = 256;
     uint32_t idle_conns = 0;
+    size_t msg_size = 0;  // 0: 1 MiB, or the region when it is smaller
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if ((a == "-n" || a == "--packets") && i + 1 < argc) packets = std::strtoull(argv[++i], nullptr, 10);
@@ -76,16 +77,20 @@ int main(int argc, char** argv) {
             char* end = nullptr;
             const size_t v = std::strtoul(argv[++i], &end, 10);
             region = end && (*end == 'K' || *end == 'k') ? v << 10 : v << 20;
+        } else if ((a == "-s" || a == "--size") && i + 1 < argc) {
+            msg_size = std::strtoul(argv[++i], nullptr, 10);
         } else if ((a == "-b" || a == "--burst") && i + 1 < argc)
             burst = std::strtoul(argv[++i], nullptr, 10);
         else {
-            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region[K]] [-b burst] [-c idle-conns] [--wall]\n"
+            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region[K]] [-s bytes] [-b burst] [-c idle-conns] [--wall]\n"
                         "  Engine cost per data packet (one core drives both ends), vs memcpy.\n"
                         "  -r: source and destination buffer size, MiB, or KiB with a K suffix\n"
                         "      (default 64: beyond the caches, every copy goes to memory; a few MiB\n"
                         "      stays in the LLC; 256K with -b 32 keeps source, destination and\n"
                         "      datagrams in L2, which isolates the engine's own cost from memory)\n"
                         "      WRITEs are 1 MiB, or the region's size when it is smaller\n"
+                        "  -s: WRITE size in bytes instead (1..region); messages of one packet are\n"
+                        "      kept 200 outstanding, and then every figure is per message\n"
                         "  -b: packets per tx_burst / rx_burst (default 256)\n"
                         "  -c: that many more connections between the two engines, established and\n"
                         "      idle, beside the one that carries the WRITEs\n"
@@ -93,8 +98,8 @@ int main(int argc, char** argv) {
             return a == "-h" || a == "--help" ? 0 : 2;
         }
     }
-    if (region < (size_t(64) << 10) || burst == 0 || burst > 512 || mtu < 256 || paths == 0) {
-        std::fprintf(stderr, "bench_engine: need -r >= 64K, -b 1..512, -m >= 256, -p >= 1\n");
+    if (region < (size_t(64) << 10) || burst == 0 || burst > 512 || mtu < 256 || paths == 0 || msg_size > region) {
+        std::fprintf(stderr, "bench_engine: need -r >= 64K, -b 1..512, -m >= 256, -p >= 1, -s <= region\n");
         return 2;
     }
     EngineConfig cfg;
@@ -104,7 +109,11 @@ int main(int argc, char** argv) {
     cfg.cc.init_cwnd = 256;
     Engine a(cfg), b(cfg);
     const size_t kRegion = region;  // default larger than the LLC: copies go to memory as a NIC's would
-    const size_t kMsg = std::min<size_t>(size_t(1) << 20, kRegion);
+    const size_t kMsg = msg_size ? msg_size : std::min<size_t>(size_t(1) << 20, kRegion);
+    const uint64_t pkts_per_msg = std::max<uint64_t>(1, (kMsg + mtu - 1) / mtu);
+    // Small messages: enough outstanding that bursts stay full (the stream depth is 256).
+    const uint64_t outstanding = pkts_per_msg == 1 ? 200 : 32;
+    const size_t copy_len = std::min<size_t>(kMsg, mtu);  // the baseline's copy per data packet
     std::vector<uint8_t> src(kRegion, 0x5a), dst(kRegion, 0);
     const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
     uint32_t cqa, cqb;
@@ -164,15 +173,15 @@ int main(int argc, char** argv) {
         while (a.poll_events(ev, 64) > 0) {}
     }
 
-    const uint64_t msgs_total = (packets * mtu + kMsg - 1) / kMsg;
+    const uint64_t msgs_total = (packets + pkts_per_msg - 1) / pkts_per_msg;
     uint64_t posted = 0, done = 0, data_pkts = 0;
     uint64_t wire_ns = 0;
     auto post = [&] {
-        while (posted - done < 32 && posted < msgs_total) {
+        while (posted - done < outstanding && posted < msgs_total) {
             SendWr wr;
             wr.wr_id = posted;
             wr.op = OpKind::write;
-            const size_t off = (posted * kMsg) % kRegion;
+            const size_t off = (posted * kMsg) % (kRegion - kMsg + 1);
             wr.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data() + off));
             wr.length = uint32_t(kMsg);
             wr.lkey = ms.lkey;
@@ -196,8 +205,8 @@ int main(int argc, char** argv) {
     auto baseline = [&](uint64_t pkts) {
         const uint64_t m0 = now_ns();
         for (uint64_t i = 0; i < pkts; ++i, ++copied) {
-            const size_t off = (copied * mtu) % (kRegion - mtu);
-            std::memcpy(dst.data() + off, src.data() + off, mtu);
+            const size_t off = (copied * copy_len) % (kRegion - copy_len + 1);
+            std::memcpy(dst.data() + off, src.data() + off, copy_len);
         }
         return double(now_ns() - m0);
     };
@@ -226,7 +235,7 @@ int main(int argc, char** argv) {
         memcpy_ns_total += copy;
         if (pkts) window_overhead.push_back((eng - double(wire_ns - wire0) - copy) / double(pkts));
     }
-    if (std::memcmp(src.data(), dst.data(), 1024) != 0) return 1;
+    if (std::memcmp(src.data(), dst.data(), std::min<size_t>(1024, kMsg)) != 0) return 1;
     std::sort(window_overhead.begin(), window_overhead.end());
     auto pct = [&](double q) {
         return window_overhead.empty() ? 0.0 : window_overhead[size_t(q * double(window_overhead.size() - 1) + 0.5)];
@@ -235,9 +244,9 @@ int main(int argc, char** argv) {
     const double per_pkt = engine_ns_total / double(data_pkts);
     const double wire_pp = double(wire_ns) / double(data_pkts);
     const double copy_pp = memcpy_ns_total / double(data_pkts);
-    std::printf("mtu %u B, %u paths, %llu data packets (%llu x %zu KiB WRITE), acks included, %zu KiB buffers, "
+    std::printf("mtu %u B, %u paths, %llu data packets (%llu x %zu B WRITE), acks included, %zu KiB buffers, "
                 "bursts of %zu, %u idle connections, %s\n",
-                mtu, paths, (unsigned long long)data_pkts, (unsigned long long)msgs_total, kMsg >> 10, kRegion >> 10,
+                mtu, paths, (unsigned long long)data_pkts, (unsigned long long)msgs_total, kMsg, kRegion >> 10,
                 burst, idle_conns,
                 g_wall ? "wall-clock time" : "thread CPU time");
     std::printf("%-44s %8.1f ns/packet\n", "engine, both ends (incl. wire assembly)", per_pkt);
@@ -247,6 +256,7 @@ int main(int argc, char** argv) {
     std::printf("%-44s %8.1f ns/packet (%zu windows of %llu packets; p10 %.1f, p90 %.1f)\n",
                 "  per window, median", pct(0.5), window_overhead.size(), (unsigned long long)kWindow, pct(0.1),
                 pct(0.9));
-    std::printf("%-44s %8.2f Gbit/s\n", "engine goodput on one core", double(data_pkts) * mtu * 8 / engine_ns_total);
+    std::printf("%-44s %8.2f Gbit/s\n", "engine goodput on one core",
+                double(data_pkts) * double(copy_len) * 8 / engine_ns_total);
     return 0;
 }
