@@ -60,8 +60,9 @@ struct Rig {
     Side a, b;
     PairLink link;
     uint32_t ca = 0, cb = 0;
-    Rig(const Arrangement& ar, uint16_t paths, uint64_t seed)
-        : arr(ar), cfg(config_for(ar, paths)), a(cfg, kMem), b(cfg, kMem), link(a.eng, b.eng, seed) {
+    Rig(const Arrangement& ar, uint16_t paths, uint64_t seed) : Rig(ar, config_for(ar, paths), seed) {}
+    Rig(const Arrangement& ar, const EngineConfig& c, uint64_t seed)
+        : arr(ar), cfg(c), a(cfg, kMem), b(cfg, kMem), link(a.eng, b.eng, seed) {
         if (arr.deferred) {
             link.enable_pipeline(0);
             link.enable_pipeline(1);
@@ -443,61 +444,36 @@ TEST_CASE("completion: a stream the responder creates late is retried as RNR", "
 // R-NAK-10: the RNR retry count is the verbs one: 7 means retry forever,
 // anything less ends the WR with rnr_retry_exc_err and flushes the rest.
 TEST_CASE("completion: RNR retries exhausted", "[engine][completion][rnr]") {
-    Arrangement arr;
-    EngineConfig cfg = config_for(arr, 2);
+    EngineConfig cfg = config_for(Arrangement{}, 2);
     cfg.rnr_retry = 3;
     cfg.csn_window = 64;  // a CSN given up without reaching B would stall B's filter a window later
-    Side a(cfg, kMem), b(cfg, kMem);
-    PairLink link(a.eng, b.eng, 9);
-    uint32_t ca = 0, cb = 0;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    REQUIRE(a.eng.create_stream(ca, 5, a.pd, a.cq, a.cq) == Status::ok);
-    REQUIRE(b.eng.create_stream(cb, 5, b.pd, b.cq, b.cq) == Status::ok);
-    SendWr w;
+    Rig r(Arrangement{}, cfg, 9);
+    r.streams({5});
+    SendWr w = r.write_ab(1, 0, 100);
     w.op = OpKind::send;
-    w.local_addr = a.addr(0);
-    w.length = 100;
-    w.lkey = a.mr.lkey;
-    w.wr_id = 1;
-    REQUIRE(a.eng.post_send(ca, 5, w) == Status::ok);
+    w.remote_addr = w.rkey = 0;
+    REQUIRE(r.a.eng.post_send(r.ca, 5, w) == Status::ok);
     w.wr_id = 2;
-    REQUIRE(a.eng.post_send(ca, 5, w) == Status::ok);
-    std::vector<Completion> got;
-    link.run([&] {
-        Completion c[8];
-        for (size_t k; (k = a.eng.poll_cq(a.cq, c, 8)) > 0;) got.insert(got.end(), c, c + k);
-        return got.size() >= 2;
-    }, 2'000'000'000);
+    REQUIRE(r.a.eng.post_send(r.ca, 5, w) == Status::ok);
+    std::vector<Completion>& got = r.got[0];
+    r.run_until([&] { return got.size() >= 2; }, 2'000'000'000);
     REQUIRE(got.size() == 2);
     CHECK(got[0].wr_id == 1);
     CHECK(got[0].status == WcStatus::rnr_retry_exc_err);
     CHECK(got[1].wr_id == 2);
     CHECK(got[1].status == WcStatus::wr_flush_err);
     ConnStats sa{};
-    REQUIRE(a.eng.conn_stats(ca, sa) == Status::ok);
+    REQUIRE(r.a.eng.conn_stats(r.ca, sa) == Status::ok);
     CHECK(sa.rnr_naks_received >= 4);  // the first try and three retries
     // The CSN window is whole again: the given-up CSNs reached B as void
-    // packets (R-NAK-10), so a later stream moves far more than a window.
-    REQUIRE(a.eng.create_stream(ca, 6, a.pd, a.cq, a.cq) == Status::ok);
-    REQUIRE(b.eng.create_stream(cb, 6, b.pd, b.cq, b.cq) == Status::ok);
-    SendWr wr;
-    wr.op = OpKind::write;
-    wr.wr_id = 3;
-    wr.local_addr = a.addr(0);
-    wr.length = 300 * 4096;
-    wr.lkey = a.mr.lkey;
-    wr.remote_addr = b.addr(0);
-    wr.rkey = b.mr.rkey;
-    REQUIRE(a.eng.post_send(ca, 6, wr) == Status::ok);
-    link.run([&] {
-        Completion c[8];
-        for (size_t k; (k = a.eng.poll_cq(a.cq, c, 8)) > 0;) got.insert(got.end(), c, c + k);
-        return got.size() >= 3;
-    }, 2'000'000'000);
+    // packets (R-NAK-11), so a later stream moves far more than a window.
+    r.streams({6});
+    REQUIRE(r.a.eng.post_send(r.ca, 6, r.write_ab(3, 0, 300 * 4096)) == Status::ok);
+    r.run_until([&] { return got.size() >= 3; }, 2'000'000'000);
     REQUIRE(got.size() == 3);
     CHECK(got[2].status == WcStatus::success);
-    CHECK(std::memcmp(a.mem.data(), b.mem.data(), 300 * 4096) == 0);
-    CHECK(b.eng.stats().rx_stale == 0);
+    CHECK(std::memcmp(r.a.mem.data(), r.b.mem.data(), 300 * 4096) == 0);
+    CHECK(r.b.eng.stats().rx_stale == 0);
 }
 
 // The same when the WR is flushed while its packet waits out its RNR delay
@@ -506,46 +482,25 @@ TEST_CASE("completion: an RNR'd packet whose WR is flushed still reaches the pee
     EngineConfig cfg = config_for(Arrangement{}, 2);
     cfg.csn_window = 64;
     cfg.rnr_delay = 200'000;
-    Side a(cfg, kMem), b(cfg, kMem);
-    PairLink link(a.eng, b.eng, 10);
-    uint32_t ca = 0, cb = 0;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    for (uint32_t id : {5u, 6u}) {
-        REQUIRE(a.eng.create_stream(ca, id, a.pd, a.cq, a.cq) == Status::ok);
-        REQUIRE(b.eng.create_stream(cb, id, b.pd, b.cq, b.cq) == Status::ok);
-    }
-    SendWr w;
+    Rig r(Arrangement{}, cfg, 10);
+    r.streams({5, 6});
+    SendWr w = r.write_ab(1, 0, 3 * 4096);  // three packets, no receive posted: RNR
     w.op = OpKind::send;
-    w.local_addr = a.addr(0);
-    w.length = 3 * 4096;  // three packets, no receive posted: RNR
-    w.lkey = a.mr.lkey;
-    w.wr_id = 1;
-    REQUIRE(a.eng.post_send(ca, 5, w) == Status::ok);
-    link.run([] { return false; }, 100'000);
+    w.remote_addr = w.rkey = 0;
+    REQUIRE(r.a.eng.post_send(r.ca, 5, w) == Status::ok);
+    r.run_until([] { return false; }, 100'000);
     ConnStats sa{};
-    REQUIRE(a.eng.conn_stats(ca, sa) == Status::ok);
+    REQUIRE(r.a.eng.conn_stats(r.ca, sa) == Status::ok);
     REQUIRE(sa.rnr_naks_received >= 1);
-    REQUIRE(a.eng.set_stream_error(ca, 5) == Status::ok);
-    std::vector<Completion> got;
-    auto poll = [&] {
-        Completion c[8];
-        for (size_t k; (k = a.eng.poll_cq(a.cq, c, 8)) > 0;) got.insert(got.end(), c, c + k);
-    };
-    SendWr wr;
-    wr.op = OpKind::write;
-    wr.wr_id = 2;
-    wr.local_addr = a.addr(0);
-    wr.length = 300 * 4096;
-    wr.lkey = a.mr.lkey;
-    wr.remote_addr = b.addr(0);
-    wr.rkey = b.mr.rkey;
-    REQUIRE(a.eng.post_send(ca, 6, wr) == Status::ok);
-    link.run([&] { poll(); return got.size() >= 2; }, 2'000'000'000);
+    REQUIRE(r.a.eng.set_stream_error(r.ca, 5) == Status::ok);
+    std::vector<Completion>& got = r.got[0];
+    REQUIRE(r.a.eng.post_send(r.ca, 6, r.write_ab(2, 0, 300 * 4096)) == Status::ok);
+    r.run_until([&] { return got.size() >= 2; }, 2'000'000'000);
     REQUIRE(got.size() == 2);
     CHECK(got[0].wr_id == 1);
     CHECK(got[0].status == WcStatus::wr_flush_err);
     CHECK(got[1].wr_id == 2);
     CHECK(got[1].status == WcStatus::success);
-    CHECK(std::memcmp(a.mem.data(), b.mem.data(), 300 * 4096) == 0);
-    CHECK(b.eng.stats().rx_stale == 0);
+    CHECK(std::memcmp(r.a.mem.data(), r.b.mem.data(), 300 * 4096) == 0);
+    CHECK(r.b.eng.stats().rx_stale == 0);
 }
