@@ -124,6 +124,10 @@ struct DeviceConfig {
     bool gso = true;
     bool gro = true;
     DpdkDeviceConfig dpdk;              // driver = dpdk only
+    // The vendor_part_id the verbs provider reports (doc/verbs.md): 0 is
+    // mroce's own; tools that enable features by part id (perftest 4.5 takes
+    // its ibv_wr_* post path for ConnectX-4 and later, e.g. 4119) may be given one.
+    uint32_t verbs_part_id = 0;
     // num_paths, max_payload, rx_capacity_mbps, timers, ... Over sockets the
     // RTO floor is 1 ms, not the engine's 100 us: a descheduled peer process
     // (two processes on two cores) otherwise fires spurious timeouts that each
@@ -134,7 +138,8 @@ struct DeviceConfig {
     EngineConfig engine = socket_engine_defaults();
 
     // TEST ONLY fault injection, applied to received packets before rx_burst:
-    // seeded random drop with probability inject_loss, CE marking with inject_ce.
+    // seeded random drop with probability inject_loss, CE marking with inject_ce
+    // (config keys inject_loss, inject_ce, inject_seed).
     double inject_loss = 0;
     double inject_ce = 0;
     uint64_t inject_seed = 1;
@@ -280,6 +285,8 @@ public:
     // verbs destroy_qp (R-STREAM-11): no completions; the id may be created
     // again at once (the peer must destroy and create it too, R-STREAM-11).
     void destroy_stream(uint32_t stream_id);
+    // verbs modify_qp(IBV_QP_MAX_QP_RD_ATOMIC) on an existing stream (0: no limit).
+    void set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic);
     // false: the stream's queue is full (poll completions, retry). Other failures throw.
     bool try_post_send(uint32_t stream_id, const SendWr& wr);
     bool try_post_recv(uint32_t stream_id, const RecvWr& wr);
@@ -366,6 +373,15 @@ public:
     // Throws Error while a stream uses it.
     void destroy_srq(uint32_t srq);
 
+    // The data path without exceptions or strings, for adapters whose callers
+    // take error codes (the verbs provider): posts wrs[0, n) in order under
+    // one lock and stops at the first one refused; returns its Status (ok:
+    // all were posted) and how many were posted. A completion raised at post
+    // notifies its channel; the engine thread is woken for what was posted.
+    Status submit_sends(uint32_t conn, uint32_t stream, const SendWr* wrs, size_t n, size_t& posted) noexcept;
+    Status submit_recvs(uint32_t conn, uint32_t stream, const RecvWr* wrs, size_t n, size_t& posted) noexcept;
+    Status submit_srq_recvs(uint32_t srq, const RecvWr* wrs, size_t n, size_t& posted) noexcept;
+
     // Streams created on every incoming connection the moment it appears, in
     // the progress path, so the first data for them is never refused.
     void set_accept_streams(std::vector<StreamSpec> streams);
@@ -407,6 +423,8 @@ private:
     void handle_events_locked();
     void engine_thread();
     void kick() noexcept;
+    template <class Wr, class Post>
+    Status submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept;
     [[noreturn]] void fail(const char* what, Status s) const;
 
     DeviceConfig cfg_;
