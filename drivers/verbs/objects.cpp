@@ -300,6 +300,7 @@ MROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_c
         return f ? f(ch, cq, cq_context) : -1;
     }
     Context& c = *ctx_of(ch->context);
+    c.dev->stop_driving();  // this thread blocks: the engine thread takes the loop now
     for (;;) {
         uint32_t id = 0;
         if (!channel_of(ch)->cc->get_event(id)) return -1;

@@ -205,6 +205,7 @@ int poll_cq_op(ibv_cq* ibcq, int num, ibv_wc* wc) {
     OpenDevice& od = *c.ctx->od;
     Completion buf[kBurst];
     int got = 0;
+    bool drove = false;
     auto g = d.lock();
     while (got < num) {
         const size_t n = d.engine().poll_cq(c.id, buf, std::min<size_t>(kBurst, size_t(num - got)));
@@ -232,6 +233,12 @@ int poll_cq_op(ibv_cq* ibcq, int num, ibv_wc* wc) {
                     q.ibqp()->state = IBV_QPS_ERR;
                 }
             }
+        }
+        if (n == 0 && got == 0 && !drove) {
+            // Nothing yet: the polling thread runs the transport itself (Device::drive).
+            d.drive_locked();
+            drove = true;
+            continue;
         }
         if (n < kBurst) break;
     }

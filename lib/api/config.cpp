@@ -195,6 +195,7 @@ bool device_key(const Where& w, const std::string& k, const std::string& v, Devi
         else w.bad("expected manual or auto", v);
     } else if (k == "spin_us") d.spin_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else if (k == "spin_yield") d.spin_yield = parse_bool(w, v);
+    else if (k == "drive_handoff_us") d.drive_handoff_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else if (k == "rx_batch") d.rx_batch = uint32_t(parse_uint(w, v, 1, 1024));
     else if (k == "gso") d.gso = parse_bool(w, v);
     else if (k == "gro") d.gro = parse_bool(w, v);

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
+#include <sys/prctl.h>
+
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -89,10 +91,18 @@ void Device::kick() noexcept {
 }
 
 void Device::engine_thread() {
+    // Its naps while callers drive are short: the default 50 us timer slack
+    // would make each one at least that long.
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     while (!stop_.load(std::memory_order_relaxed)) {
         size_t moved;
         Time deadline;
         Time now = tr_->now();
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (now < until) {  // a caller drives the loop: stand by
+            std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+            continue;
+        }
         {
             std::lock_guard<std::mutex> g(mu_);
             moved = step_locked(now);
@@ -182,6 +192,17 @@ void Device::handle_events_locked() {
             }
         }
     }
+}
+
+size_t Device::drive() {
+    MaybeLock g(mu_, true);
+    return drive_locked();
+}
+
+size_t Device::drive_locked() {
+    const Time now = tr_->now();
+    if (thr_.joinable()) driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+    return step_locked(now);
 }
 
 size_t Device::progress() {

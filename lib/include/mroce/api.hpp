@@ -119,6 +119,10 @@ struct DeviceConfig {
     uint16_t path_port_span = 16;       // distinct path source ports
     ProgressMode progress = ProgressMode::manual;
     uint32_t spin_us = 50;              // busy-poll this long after activity before blocking
+    // Automatic progress with callers driving (Device::drive, the verbs
+    // provider's poll_cq): the engine thread stands by this long after the
+    // last driving call before it takes the loop back.
+    uint32_t drive_handoff_us = 20;
     bool spin_yield = false;            // udp: idle passes while spinning yield the CPU (after 20 us)
     uint32_t rx_batch = 64;
     bool gso = true;
@@ -400,6 +404,17 @@ public:
     // Manual progress: one receive + transmit pass; returns the packets moved.
     // In automatic mode it does nothing and returns 0 (the engine thread owns the loop).
     size_t progress();
+    // Automatic progress driven by callers (the verbs provider: a thread
+    // polling a CQ runs the transport itself rather than contend with the
+    // engine thread for the device lock): one loop pass in the caller's
+    // thread, after which the engine thread stands by for drive_handoff_us;
+    // it takes the loop back when callers stop (or at once after
+    // stop_driving(), before a caller blocks). Manual mode: progress().
+    // drive_locked: the caller holds lock().
+    size_t drive();
+    size_t drive_locked();
+    void stop_driving() noexcept { driven_until_.store(0, std::memory_order_relaxed); }
+
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
     // cores do not starve each other. In automatic mode: a short sleep.
@@ -452,6 +467,7 @@ private:
     uint64_t loss_thr_ = 0, ce_thr_ = 0;
 
     std::atomic<bool> stop_{false};
+    std::atomic<Time> driven_until_{0};  // the engine thread stands by until then (drive())
     std::atomic<bool> sleeping_{false};
     std::thread thr_;
 };
