@@ -235,6 +235,33 @@ bool peer_ipv4(const DeviceSlot& local, const ibv_ah_attr& ah, uint32_t& out, st
     return true;
 }
 
+// Under the device lock, in the progress path: a connection that failed or
+// closed puts every QP on it in ERR with IBV_EVENT_QP_FATAL (their work
+// completes with errors through the CQs); an SRQ below its limit raises
+// IBV_EVENT_SRQ_LIMIT_REACHED and is disarmed, as verbs says.
+void raise_async_events(OpenDevice& od, const ConnEvent& ev) {
+    if (ev.kind == EventKind::srq_limit) {
+        if (ev.srq < 1 || ev.srq > od.srq_of_id.size() || !od.srq_of_id[ev.srq - 1]) return;
+        Srq& s = *od.srq_of_id[ev.srq - 1];
+        s.limit = 0;
+        ibv_async_event e{};
+        e.element.srq = &s.srq;
+        e.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+        push_async_event(*s.ctx, e);
+        return;
+    }
+    for (auto& [key, q] : od.qp_of_stream) {
+        if (uint32_t(key >> 32) != ev.conn || q->fatal_raised) continue;
+        q->fatal_raised = true;
+        q->attr.qp_state = IBV_QPS_ERR;
+        q->ibqp()->state = IBV_QPS_ERR;
+        ibv_async_event e{};
+        e.element.qp = q->ibqp();
+        e.event_type = IBV_EVENT_QP_FATAL;
+        push_async_event(*q->ctx, e);
+    }
+}
+
 void push_async_event(Context& c, const ibv_async_event& ev) {
     {
         std::lock_guard<std::mutex> g(c.async_mu);
@@ -335,6 +362,8 @@ MROCE_EXPORT ibv_context* ibv_open_device(ibv_device* d) {
             }
             // QP numbers: 24 bits, never 0 or 1 (special in IB), spread per process.
             s.open.next_qpn = 0x100 + (uint32_t(::getpid()) & 0xffff) * 0x40;
+            OpenDevice* od = &s.open;
+            s.open.dev->set_event_listener([od](const ConnEvent& ev) { raise_async_events(*od, ev); });
         }
         ++s.open.refs;
     }
@@ -510,12 +539,10 @@ MROCE_EXPORT void ibv_ack_async_event(ibv_async_event* ev) {
     case IBV_EVENT_SRQ_LIMIT_REACHED: ctx = ev->element.srq ? ev->element.srq->context : nullptr; break;
     default: break;
     }
-    if (ctx && !is_ours(ctx)) {
+    // Port and device events carry no object; mroce raises none, and the
+    // real library's acks of them count nothing, so only objects are told apart.
+    if (!ctx || !is_ours(ctx))
         if (auto f = MROCE_REAL(ibv_ack_async_event, "IBVERBS_1.1")) f(ev);
-    } else if (!ctx) {
-        // Port and device events carry no object; a real device's need the real ack.
-        if (auto f = MROCE_REAL(ibv_ack_async_event, "IBVERBS_1.1")) f(ev);
-    }
 }
 
 }  // extern "C"

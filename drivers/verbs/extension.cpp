@@ -53,7 +53,11 @@ MROCE_EXPORT int mroce_query_path(ibv_qp* qp, uint16_t path, mroce_path_info* ou
         const PathStats p = q.conn.path_stats(path);
         std::memset(out, 0, sizeof *out);
         out->index = path;
-        out->udp_src_port = p.entropy;
+        // The UDP driver's path source port for this entropy (UdpPort::path_port).
+        const DeviceConfig& cfg = q.ctx->dev->config();
+        const uint32_t base = cfg.path_port_base ? cfg.path_port_base : uint32_t(cfg.port) + 1;
+        out->entropy = p.entropy;
+        out->udp_src_port = uint16_t(base + p.entropy % cfg.path_port_span);
         out->plane = 0;
         out->state = p.state == PathStateKind::active ? MROCE_PATH_ACTIVE : MROCE_PATH_FAILED;
         out->cwnd = p.cwnd;

@@ -125,6 +125,7 @@ struct Qp {
     Connection conn;
     uint32_t stream = 0;
     bool bound = false;
+    bool fatal_raised = false;  // IBV_EVENT_QP_FATAL given for its connection's failure
     std::vector<EarlyRecv> early;
     // ibv_wr_* between wr_start and wr_complete.
     std::vector<SendWr> batch;
@@ -161,8 +162,8 @@ void install_qp_ex(Qp& q);
 void install_qp_create(Context& c);
 // Queues an async event on the context (any thread).
 void push_async_event(Context& c, const ibv_async_event& ev);
-// Async events the device raised (SRQ limits, QPs whose connection failed).
-void collect_async_events(Context& c);
+// The device's connection and SRQ events as verbs async events (device.cpp).
+void raise_async_events(OpenDevice& od, const ConnEvent& ev);
 
 // Errors: verbs calls return errno values; the provider says why once per
 // cause on stderr (MROCE_VERBS_QUIET=1 silences it).

@@ -187,8 +187,10 @@ void Device::handle_events_locked() {
                 incoming_.push_back(ev[i]);
             } else if (ev[i].kind == EventKind::error || ev[i].kind == EventKind::closed) {
                 failures_.push_back(ev[i]);
+                if (event_listener_) event_listener_(ev[i]);
             } else if (ev[i].kind == EventKind::srq_limit) {
                 srq_events_.push_back(ev[i].srq);
+                if (event_listener_) event_listener_(ev[i]);
             }
         }
     }
@@ -365,6 +367,11 @@ void Device::destroy_srq(uint32_t srq) {
     const Status s = eng_.destroy_srq(srq);
     if (s == Status::bad_state) throw Error("destroy_srq " + std::to_string(srq) + ": a stream still uses it");
     if (s != Status::ok) fail("destroy_srq", s);
+}
+
+void Device::set_event_listener(std::function<void(const ConnEvent&)> f) {
+    MaybeLock g(mu_, thr_.joinable());
+    event_listener_ = std::move(f);
 }
 
 void Device::set_accept_streams(std::vector<StreamSpec> streams) {

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -386,6 +387,11 @@ public:
     Status submit_recvs(uint32_t conn, uint32_t stream, const RecvWr* wrs, size_t n, size_t& posted) noexcept;
     Status submit_srq_recvs(uint32_t srq, const RecvWr* wrs, size_t n, size_t& posted) noexcept;
 
+    // Called in the progress path, under the device lock, for each error,
+    // closed and srq_limit event as it is taken from the engine (the verbs
+    // provider turns them into async events). It must not call the Device.
+    void set_event_listener(std::function<void(const ConnEvent&)> f);
+
     // Streams created on every incoming connection the moment it appears, in
     // the progress path, so the first data for them is never refused.
     void set_accept_streams(std::vector<StreamSpec> streams);
@@ -447,6 +453,7 @@ private:
     Engine eng_;
     mutable std::mutex mu_;
     std::vector<StreamSpec> accept_streams_;
+    std::function<void(const ConnEvent&)> event_listener_;
     std::deque<ConnEvent> incoming_;
     std::vector<ConnEvent> failures_;
     std::deque<uint32_t> srq_events_;

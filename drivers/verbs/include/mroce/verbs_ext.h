@@ -37,10 +37,11 @@ struct mroce_conn_info {
 
 struct mroce_path_info {
 	uint16_t index;
-	uint16_t udp_src_port;     /* the path's ECMP entropy */
+	uint16_t entropy;          /* the path's ECMP entropy (changes when it is re-routed) */
+	uint16_t udp_src_port;     /* the UDP source port that entropy sends from */
 	uint16_t plane;
 	uint8_t state;             /* enum mroce_path_state */
-	uint8_t reserved;
+	uint8_t reserved[3];
 	double cwnd;               /* packets */
 	uint32_t inflight;
 	uint64_t srtt_ns, min_rtt_ns, rto_ns;
