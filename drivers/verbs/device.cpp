@@ -403,6 +403,8 @@ MROCE_EXPORT int ibv_close_device(ibv_context* ctx) {
             s.open.qp_of_num.clear();
             s.open.cq_of_id.clear();
             s.open.srq_of_id.clear();
+            std::lock_guard<std::mutex> c(s.open.conn_mu);
+            s.open.conn_of_peer.clear();  // its Connections named the device just closed
         }
     }
     if (c->async_fd >= 0) ::close(c->async_fd);
