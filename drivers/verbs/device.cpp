@@ -509,14 +509,10 @@ MROCE_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* ev) {
         return f ? f(ctx, ev) : -1;
     }
     Context* c = ctx_of(ctx);
-    // Blocks in read(2), a cancellation point: NCCL cancels its async thread.
+    // Blocks in read(2), a cancellation point (NCCL cancels its async
+    // thread); a signal ends it with -1, as rdma-core's read of async_fd does.
     uint64_t v = 0;
-    for (;;) {
-        const ssize_t r = ::read(c->async_fd, &v, sizeof v);
-        if (r == ssize_t(sizeof v)) break;
-        if (r < 0 && errno == EINTR) continue;
-        return -1;
-    }
+    if (::read(c->async_fd, &v, sizeof v) != ssize_t(sizeof v)) return -1;
     std::lock_guard<std::mutex> g(c->async_mu);
     *ev = c->async_q.front();
     c->async_q.erase(c->async_q.begin());
