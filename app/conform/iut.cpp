@@ -369,6 +369,14 @@ std::string Adapter::handle(const std::string& line) {
         dev().arm_srq_limit(uint32_t(arg(1)), uint32_t(arg(2)));
         return "ok";
     }
+    if (cmd == "srq_destroy") {
+        try {
+            dev().destroy_srq(uint32_t(arg(1)));
+        } catch (const mroce::Error& e) {
+            throw BadRequest("bad_state", e.what());
+        }
+        return "ok";
+    }
     if (cmd == "srq_events") {
         uint32_t s[64];
         const size_t n = dev().poll_srq_events(s, 64);
@@ -396,8 +404,14 @@ std::string Adapter::handle(const std::string& line) {
             throw BadRequest("timeout", "no incoming connection");
         }
     }
-    if (cmd == "conn_state")
-        return std::string("ok ") + locked([&](Engine& e) { return to_string(e.conn_state(uint32_t(arg(1)))); });
+    if (cmd == "conn_state") {
+        ConnStats cs;
+        locked([&](Engine& e) {
+            check(e.conn_stats(uint32_t(arg(1)), cs));  // a released id: no_such_object (R-CONN-13)
+            return 0;
+        });
+        return std::string("ok ") + to_string(cs.state);
+    }
     if (cmd == "disconnect" || cmd == "release") {
         locked([&](Engine& e) {
             check(cmd == "disconnect" ? e.disconnect(uint32_t(arg(1))) : e.release_conn(uint32_t(arg(1))));
