@@ -5,7 +5,9 @@
 // gapped, CE-marked, with bad keys, for streams in error) and checks the
 // ACKs, SACK bitmaps, NAKs, placed bytes and receive completions that come
 // back (spec sections 4, 5, 6.1, 11).
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "fixture.hpp"
 
@@ -326,6 +328,35 @@ CONFORM_TEST(read_request_executes_in_order, "R-READ-2 R-READ-3 R-READ-4 R-SEG-1
     e.p().ack_all({again});
 }
 
+CONFORM_TEST(read_response_selective_resend, "R-SACK-4 R-READ-4",
+             "a 5-segment READ_RESP, PSN 1 missing below SACKed PSN 2, PSNs 3-4 still in flight: only PSN 1's segment is resent") {
+    Env e = setup(t);
+    t.ctl.mem_write(e.at(0), pattern(4500, 8));
+    DataSpec r;
+    r.op = Opcode::read_req;
+    r.msg_len = 4500;
+    r.rkey = e.mr.rkey;
+    r.raddr = e.at(0);
+    e.p().send(r);
+    auto segs = e.p().collect_n(resp_for(0, Opcode::read_resp), 5, 1000 * kMs);
+    check_eq(segs.size(), size_t(5), "READ_RESP segments");
+    std::sort(segs.begin(), segs.end(), [](const RxPkt& a, const RxPkt& b) { return a.d().psn < b.d().psn; });
+    const uint32_t p0 = segs[0].d().psn;
+    wire::AckHeader a{};
+    a.cum_psn = p0 + 1;
+    a.sack[0] = 1;  // PSN p0 + 2
+    a.rx_count = 2;
+    e.p().send_ack(segs[0].pk.common.path_id, a);
+    auto more = e.p().collect(is_data(), 60 * kMs);
+    std::vector<std::string> resent;
+    for (const auto& x : more) resent.push_back(x.str());
+    check(more.size() == 1 && more[0].d().csn == segs[1].d().csn && more[0].d().offset == segs[1].d().offset,
+          "exactly one resend, of PSN " + std::to_string(p0 + 1) + "'s segment",
+          std::to_string(more.size()) + " packets" + (more.empty() ? "" : ", first " + more[0].str()));
+    for (const auto& x : segs) e.p().record(x);
+    e.p().ack_all(more);
+}
+
 CONFORM_TEST(read_replay_not_reexecuted, "R-READ-5",
              "a READ_REQ replayed under a new PSN after its response was acknowledged produces no new response") {
     Env e = setup(t);
@@ -346,8 +377,10 @@ CONFORM_TEST(read_replay_not_reexecuted, "R-READ-5",
     e.p().quiet(is_data(), 30 * kMs, "no second READ_RESP");
 }
 
-CONFORM_TEST(remote_access_key_pd_access, "R-MEM-3:key R-MEM-3:pd R-MEM-3:access R-MEM-3:order R-NAK-2 R-MEM-6",
-             "unknown rkey, another PD's region, a region without the access: NAK with the first failing check, nothing written") {
+CONFORM_TEST(remote_access_key_pd_access, "R-MEM-3:key R-MEM-3:pd R-MEM-3:access R-MEM-3:order R-NAK-2 R-MEM-6 "
+             "R-ACK-8:refused R-NAK-1:noack",
+             "unknown rkey, another PD's region, a region without the access: NAK with the first failing check, nothing "
+             "written, no ACK for any of them") {
     Env e = setup(t);
     const uint32_t pd2 = t.ctl.pd();
     const Mr other = t.ctl.mr(pd2, 4096, "lwra");
@@ -392,6 +425,9 @@ CONFORM_TEST(remote_access_key_pd_access, "R-MEM-3:key R-MEM-3:pd R-MEM-3:access
         ++sid;
     }
     if (t.ctl.mem_read(other.addr, 64) != std::vector<uint8_t>(64, 0)) fail("nothing written to the other PD's region", "bytes changed");
+    const Sent ok = e.p().send(write_seg(e, 0, 0, 16, 0, pattern(16, 1)));
+    const RxPkt a = wait_acked(e.p(), 0, ok.psn);
+    check(a.a().cum_psn == 0, "cum_psn 0: none of the refused PSNs 0-5 acknowledged", a.str());
 }
 
 CONFORM_TEST(remote_access_out_of_range, "R-MEM-3:range R-MEM-5",
