@@ -537,6 +537,17 @@ Status Engine::set_stream_error(uint32_t conn, uint32_t stream_id) {
     return Status::ok;
 }
 
+Status Engine::set_stream_max_rd_atomic(uint32_t conn, uint32_t stream_id, uint32_t max_rd_atomic) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    Stream* s = c->find_local(stream_id);
+    if (!s) return Status::no_such_object;
+    s->rd_max = max_rd_atomic ? max_rd_atomic : UINT32_MAX;
+    I.wake(*c);  // a larger limit may release READs waiting for it
+    return Status::ok;
+}
+
 Status Engine::destroy_stream(uint32_t conn, uint32_t stream_id) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);

@@ -348,6 +348,9 @@ public:
     // R-STREAM-12 (verbs modify_qp to IBV_QPS_ERR): everything outstanding on
     // the stream completes with wr_flush_err, in order; later posts too.
     Status set_stream_error(uint32_t conn, uint32_t stream_id);
+    // verbs modify_qp(IBV_QP_MAX_QP_RD_ATOMIC), which comes at RTS, after the
+    // stream exists: StreamAttr::max_rd_atomic from now on (0: no limit).
+    Status set_stream_max_rd_atomic(uint32_t conn, uint32_t stream_id, uint32_t max_rd_atomic);
     // R-STREAM-11 (verbs destroy_qp): the stream's state is freed without
     // completions; the id may be created again at once (a new incarnation,
     // which the old one's late packets cannot reach).
