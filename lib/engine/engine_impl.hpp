@@ -576,7 +576,7 @@ struct Engine::Impl {
     void advance_csn_una(Conn& c);
     void advance_sq(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);
-    void conn_error(Conn& c);
+    void conn_error(Conn& c, ConnErrorCause why, Time now);
     void close_conn(Conn& c);
     void flush_conn(Conn& c, WcStatus status);
     void flush_recvs(Conn& c, Stream& s, WcStatus status);

@@ -211,6 +211,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         hl = wire::encode_connect({o.hdr, sizeof o.hdr}, h, ch);
         if (it.kind == CtrlKind::connect_req) {
             if (c.ctrl_retries == 0) c.connect_sent = now;
+            ++c.st.connect_attempts;
             c.next_ctrl_retry = now + cfg.connect_retry;
             next_timer = std::min(next_timer, c.next_ctrl_retry);
         }
@@ -687,7 +688,7 @@ void Engine::Impl::timers(Time now) {
             if (c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 // R-CONN-5: CONNECT_REQ is repeated until answered or conn_timeout.
                 if (++c->ctrl_retries * cfg.connect_retry >= cfg.conn_timeout) {
-                    conn_error(*c);
+                    conn_error(*c, ConnErrorCause::connect_unanswered, now);
                     continue;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
@@ -712,7 +713,7 @@ void Engine::Impl::timers(Time now) {
         // R-CONN-6: a silent peer with work outstanding is a lost connection.
         if (c->has_outstanding()) {
             if (now - c->last_rx >= cfg.conn_timeout) {
-                conn_error(*c);
+                conn_error(*c, ConnErrorCause::peer_silent, now);
                 continue;
             }
             next = std::min(next, c->last_rx + cfg.conn_timeout);

@@ -186,8 +186,19 @@ struct PathStats {
     uint64_t rx_ce = 0;
 };
 
+// Why a connection entered ERROR (ConnStats::error_cause).
+enum class ConnErrorCause : uint8_t {
+    none,
+    connect_unanswered,  // no CONNECT_ACK within conn_timeout (R-CONN-5)
+    peer_silent,         // ESTABLISHED, nothing received for conn_timeout with work outstanding (R-CONN-6)
+};
+const char* to_string(ConnErrorCause c) noexcept;
+
 struct ConnStats {
     ConnState state = ConnState::idle;
+    ConnErrorCause error_cause = ConnErrorCause::none;
+    uint32_t connect_attempts = 0;  // CONNECT_REQs sent (first and repeats)
+    Time silent_for = 0;            // at the error: time since the peer was last heard (0: never heard)
     uint32_t peer = 0;
     uint32_t remote_conn = 0;
     uint16_t num_paths = 0;
