@@ -84,6 +84,9 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     else if (k == "max_rto_us") e.max_rto = parse_uint(w, v, 1, 600'000'000) * 1000;
     else if (k == "fail_after_timeouts") e.fail_after_timeouts = uint32_t(parse_uint(w, v, 1, 1000));
     else if (k == "probe_interval_us") e.probe_interval = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "probe_max_interval_us") e.probe_max_interval = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "probe_rate") e.probe_rate = uint32_t(parse_uint(w, v, 0, 10'000'000));
+    else if (k == "keepalive_ms") e.keepalive_interval = parse_uint(w, v, 0, 3'600'000) * 1'000'000;
     else if (k == "conn_timeout_ms") e.conn_timeout = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
     else if (k == "connect_retry_ms") e.connect_retry = parse_uint(w, v, 1, 60'000) * 1'000'000;
     else if (k == "hint_interval_us") e.hint_interval = parse_uint(w, v, 0, 60'000'000) * 1000;
@@ -205,6 +208,7 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
     if (base + d.path_port_span - 1 > 65535) bad("path_port_span", "path ports run past 65535");
     if (d.port >= base && d.port < base + d.path_port_span) bad("path_port_base", "path ports overlap the listen port");
     if (d.engine.min_rto > d.engine.max_rto) bad("min_rto_us", "larger than max_rto_us");
+    if (d.engine.probe_interval > d.engine.probe_max_interval) bad("probe_interval_us", "larger than probe_max_interval_us");
     if (d.driver == "dpdk") {
         const DpdkDeviceConfig& p = d.dpdk;
         if (p.rx_data_room && p.rx_data_room <= 128)

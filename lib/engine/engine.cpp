@@ -432,6 +432,9 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.ctrl.reserve(64 + 2u * (c.num_paths + c.peer_paths));
     c.last_rx = now;
     c.state = ConnState::established;
+    // R-CONN-15: the keepalive sweep runs while a connection is ESTABLISHED.
+    next_sweep = std::min(next_sweep, now + keepalive_interval());
+    next_timer = std::min(next_timer, next_sweep);
     c.st.remote_conn = c.remote_conn;
     // Work posted while CONNECTING (R-CONN-12) is segmented at the negotiated size from here on.
     for (Stream& s : c.streams) {

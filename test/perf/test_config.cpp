@@ -40,7 +40,9 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
            x.rx_capacity_mbps == y.rx_capacity_mbps && x.rate_hints == y.rate_hints &&
            x.accept_incoming == y.accept_incoming && x.initial_rto == y.initial_rto && x.min_rto == y.min_rto &&
            x.max_rto == y.max_rto && x.fail_after_timeouts == y.fail_after_timeouts &&
-           x.probe_interval == y.probe_interval && x.conn_timeout == y.conn_timeout &&
+           x.probe_interval == y.probe_interval && x.probe_max_interval == y.probe_max_interval &&
+           x.probe_rate == y.probe_rate && x.keepalive_interval == y.keepalive_interval &&
+           x.conn_timeout == y.conn_timeout &&
            x.connect_retry == y.connect_retry && x.hint_interval == y.hint_interval && x.ack_delay == y.ack_delay &&
            x.reroute_after_marks == y.reroute_after_marks;
 }
