@@ -44,6 +44,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--run", required=True)
 ap.add_argument("--nccl-like", required=True)
 ap.add_argument("--provider", required=True)
+ap.add_argument("--sizes", default="64,4096,65536,1048576",
+                help="perftest message sizes (sanitizer builds run fewer: the programs are not instrumented, "
+                     "the provider is, and every size runs the same provider code)")
 ap.add_argument("case")
 ARGS = ap.parse_args()
 RUN = ARGS.run
@@ -299,10 +302,13 @@ def perftest(prog, args, extra="", post_api=None, label=None):
     return row
 
 
-SIZES = ("64", "4096", "65536", "1048576")
+SIZES = tuple(ARGS.sizes.split(","))
 # Few iterations keep every run short; 1 MiB needs fewer than 64 B.
 ITERS = {"64": "200", "4096": "200", "65536": "100", "1048576": "20"}
 LAT_ITERS = {"64": "200", "4096": "200", "65536": "50", "1048576": "10"}
+if any(s not in ITERS for s in SIZES):
+    print("--sizes: each of %s" % ", ".join(ITERS))
+    sys.exit(2)
 
 
 def case_perftest(old_post):
@@ -339,7 +345,7 @@ def case_qperf():
             return
         t0 = time.monotonic()
         try:
-            c = subprocess.run([RUN, "-c", c_conf, "qperf", "-lp", str(tcp), "-t", "1", "-id", "mroce0",
+            c = subprocess.run([RUN, "-c", c_conf, "qperf", "-lp", str(tcp), "-t", "1", "-i", "mroce0:1",
                                 "127.0.0.1", "rc_bw", "rc_lat"], capture_output=True, text=True, timeout=60,
                                env=env)
         except subprocess.TimeoutExpired:
