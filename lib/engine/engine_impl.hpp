@@ -74,6 +74,7 @@ struct TxPath {
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
     uint64_t sched_step = 0;     // score per packet in flight
     uint64_t sched_score = 0;    // (inflight + 1) * sched_step
+    Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8)
     std::array<PathTxSlot, kPathRing> ring{};
 };
 
@@ -469,6 +470,9 @@ struct Engine::Impl {
     // bytes: members, not locals, so that each segment copies them as whole
     // words instead of the compiler re-storing every field it tracked.
     TxPkt run_pkt;
+    // rx_ack: the stream whose send queue has WRs newly done (delivered),
+    // advanced once when the ACK is processed or another stream's WR is done.
+    Stream* sq_due = nullptr;
     alignas(16) uint8_t run_hdr[wire::kDataLen];
 
     explicit Impl(const EngineConfig& c);
@@ -508,6 +512,17 @@ struct Engine::Impl {
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
     // solicited: a receive completion of a message sent solicited (R-NOTIFY-1).
     void push_cq(uint32_t cq, const Completion& c, bool solicited = false);
+    // push_cq inline, where a completion per message is generated (advance_sq).
+    [[gnu::always_inline]] void push_cq_inline(uint32_t cq, const Completion& c, bool solicited) {
+        if (cq == 0 || cq > cqs.size()) return;
+        Cq& q = cqs[cq - 1];
+        if (q.tail - q.head == q.depth) {
+            ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
+            return;
+        }
+        q.ring[q.tail++ & q.mask] = c;
+        if (q.armed != CqArm::none) [[unlikely]] notify(cq, q, c, solicited);
+    }
     [[gnu::noinline]] void notify(uint32_t cq, Cq& q, const Completion& c, bool solicited);
     void event(EventKind k, Conn& c);
     void push_event(const ConnEvent& e);
@@ -529,6 +544,7 @@ struct Engine::Impl {
     }
     // Hands the stream's posted send WRs to the job ring while R-STREAM-5 and R-STREAM-10 allow.
     void schedule_sq(Conn& c, Stream& s);
+    bool post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
     void destroy_stream(Conn& c, uint32_t sidx);
     void reclaim_orphans(Conn& c);
 
@@ -588,11 +604,12 @@ struct Engine::Impl {
     size_t tx(TxPacket* out, size_t max, Time now);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
-    void plan_paths(Conn& c);
+    void plan_paths(Conn& c, Time now);
     int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);

@@ -609,6 +609,23 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
     if (d.msg_seq - s.rx_next >= s.depth) return Placed::stale;  // R-STREAM-5: beyond stream_depth
     RxMsg& m = s.rx[d.msg_seq & s.rx_mask];
+    // A whole WRITE in one packet, next in stream order (issue 24): placed
+    // and completed at once, with no message record (a WRITE's completion at
+    // the responder is nothing but its turn, R-CMPL-3). payload_len ==
+    // msg_len means offset 0 (R-WIRE-7). Anything that would fail it takes
+    // the general path below, which records and refuses it; nothing is
+    // changed before that is known.
+    if (d.opcode == Opcode::write && d.msg_seq == s.rx_next && plen == d.msg_len && !m.active &&
+        pk.payload_tail.empty() && (!defer || plen <= cfg.place_inline_max)) [[likely]] {
+        uint8_t* dst = nullptr;
+        Syndrome syn{};
+        if (mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr, plen, &dst, syn)) [[likely]] {
+            if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2
+            ++s.rx_next;
+            if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
+            return Placed::ok;
+        }
+    }
     if (!m.active) {
         m = RxMsg{};
         m.active = true;
@@ -848,7 +865,14 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
             const bool needs_response = w.opcode == Opcode::read_req || wire::is_atomic_req(w.opcode);
             if (!needs_response && w.pkts_acked >= w.npkts) {
                 w.done = true;  // R-CMPL-2: acked = placed at the responder
-                advance_sq(c, s);
+                // Its completion (and any behind it) is generated once per
+                // ACK (rx_ack's flush_sq), not per packet; a packet of
+                // another stream flushes this one's first, so the CQ sees
+                // the order per-packet advances would have given.
+                if (sq_due != &s) {
+                    if (sq_due) advance_sq(c, *sq_due);
+                    sq_due = &s;
+                }
             }
         }
     }
@@ -1128,6 +1152,10 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         f.hint_kbps = c.hint_kbps;
         f.active_paths = uint16_t(active);
         f.pkt_bytes = uint16_t(c.seg + uint32_t(wire::kDataLen));
+    }
+    if (sq_due) {
+        advance_sq(c, *sq_due);
+        sq_due = nullptr;
     }
     cc_feed(c, p, f);
 }

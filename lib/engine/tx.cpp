@@ -149,7 +149,7 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
                     ++n;
         }
         if (n < max && c->state == ConnState::established && c->has_sendable()) {
-            plan_paths(*c);
+            plan_paths(*c, now);
             while (n < max) {
                 bool blocked = false;
                 const size_t k = emit_segment_run(*c, out + n, max - n, now, blocked);
@@ -283,8 +283,12 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
 // after a fresh mark; a path that may take nothing scores kNoPath.
 static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 
-void Engine::Impl::plan_paths(Conn& c) {
+void Engine::Impl::plan_paths(Conn& c, Time now) {
     for (TxPath& p : c.paths) {
+        // The retransmission timer every send on the path arms (send_on_path):
+        // the same for the whole burst (no RTT or timeout changes inside it).
+        const Time rto = backed_off_rto(p, cfg);
+        p.sched_timer = now + (p.have_rtt ? std::min(rto, 2 * p.srtt + cfg.ack_delay) : rto);
         const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
@@ -469,8 +473,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
     // probe time (R-TIMER-8) only at the RTO, when no timer pass had run meanwhile.
-    const Time rto = backed_off_rto(p, cfg);
-    next_timer = std::min(next_timer, now + (p.have_rtt ? std::min(rto, 2 * p.srtt + cfg.ack_delay) : rto));
+    next_timer = std::min(next_timer, p.sched_timer);
 }
 
 // New segments of one multi-packet SEND or WRITE, back to back: what is
@@ -491,7 +494,10 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
         w.opcode != Opcode::send_imm)
         return 0;
-    if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
+    if (w.npkts - w.next_seg < 2) {  // a run pays off from two segments on
+        if (w.npkts != 1 || w.next_seg != 0 || w.gather) return 0;
+        return single_run(c, out, max, now, blocked);
+    }
     TxPkt& tmpl = run_pkt;
     tmpl = request_pkt(s, w, job);
     tmpl.msg_len = w.wr.length;
@@ -538,6 +544,43 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
         ++n;
     }
     if (w.next_seg >= w.npkts) c.jobs.drop_front();
+    return n;
+}
+
+// New one-packet SENDs and WRITEs, back to back from the front of the job
+// ring (issue 24): each one's transmit record straight from its WQE and its
+// header straight from the record, with none of the general path's re-checks
+// of retransmissions and responses per packet. Same decisions in the same
+// order as emit_data + next_new_segment; it stops at the first job of any
+// other kind, which the caller hands to the general path or a segment run.
+size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    size_t n = 0;
+    while (n < max && !c.jobs.empty()) {
+        const TxJob job = c.jobs.front();
+        if (job.kind != JobKind::request) break;
+        Stream& s = c.streams[job.stream_idx];
+        SendWqe& w = s.sq[job.slot];
+        if (w.npkts != 1 || w.next_seg != 0 || !w.active || w.done || s.error || w.gather ||
+            (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
+             w.opcode != Opcode::send_imm))
+            break;
+        if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
+        const int pi = pick_path(c);
+        if (pi < 0) { blocked = true; break; }
+        if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        c.jobs.drop_front();
+        w.next_seg = 1;
+        TxPkt& t = c.txpkts[c.csn_nxt & mask];
+        t = request_pkt(s, w, job);
+        t.msg_len = w.wr.length;
+        t.payload_len = uint16_t(w.wr.length);  // one packet: at most the segment size
+        t.payload = w.local;
+        t.csn = c.csn_nxt++;
+        send_on_path(c, t, pi, out[n], now);
+        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        ++n;
+    }
     return n;
 }
 
