@@ -142,7 +142,12 @@ Status Engine::create_cq(uint32_t depth, uint32_t& cq_out) {
     return Status::ok;
 }
 
-void Engine::Impl::push_cq(uint32_t cq, const Completion& c, bool solicited) { push_cq_inline(cq, c, solicited); }
+void Engine::Impl::push_cq(uint32_t cq, const Completion& c, bool solicited) {
+    if (Completion* slot = cq_slot(cq)) {
+        *slot = c;
+        cq_pushed(cq, c, solicited);
+    }
+}
 
 // R-NOTIFY-1: an armed CQ raises one notification, for any completion or,
 // armed solicited-only, for a solicited receive or any error; then it is
@@ -308,6 +313,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->jobs.reserve(64);
     c->ctrl.reserve(64 + 2u * cfg.num_paths);
     c->paths.resize(cfg.num_paths);
+    c->sched_score.assign(2u * cfg.num_paths, 0);
     for (uint16_t i = 0; i < cfg.num_paths; ++i) {
         TxPath& p = c->paths[i];
         p.cc_slot = uint32_t(idx) * cfg.num_paths + i;
@@ -872,14 +878,18 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
         SendWqe& w = s.sq[s.sq_head & s.sq_mask];
         if (!w.done) break;
         if (w.wr.signaled || w.status != WcStatus::success) {
-            Completion cpl;
-            cpl.wr_id = w.wr.wr_id;
-            cpl.conn = c.id;
-            cpl.stream = s.id;
-            cpl.status = w.status;
-            cpl.opcode = wc_opcode_of(w.opcode);
-            cpl.byte_len = w.wr.length;
-            push_cq_inline(s.send_cq, cpl, false);
+            // Written into its CQ slot in place (push_cq's checks and order, no copy).
+            if (Completion* cpl = cq_slot(s.send_cq)) {
+                cpl->wr_id = w.wr.wr_id;
+                cpl->conn = c.id;
+                cpl->stream = s.id;
+                cpl->byte_len = w.wr.length;
+                cpl->imm = 0;
+                cpl->status = w.status;
+                cpl->opcode = wc_opcode_of(w.opcode);
+                cpl->has_imm = false;
+                cq_pushed(s.send_cq, *cpl, false);
+            }
         }
         if (w.rd_counted) --s.rd_out;
         w.active = false;

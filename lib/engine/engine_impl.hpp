@@ -73,7 +73,7 @@ struct TxPath {
     // needs tracking, and choosing a path costs no division per packet.
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
     uint64_t sched_step = 0;     // score per packet in flight
-    uint64_t sched_score = 0;    // (inflight + 1) * sched_step
+    // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8)
     std::array<PathTxSlot, kPathRing> ring{};
 };
@@ -317,6 +317,13 @@ struct Conn {
     };
     Ring<RnrWait> rnr;             // R-NAK-10: refused as not ready, resent at due (FIFO: one delay)
     std::vector<TxPath> paths;
+    // The burst plan's score of every path (TxPath's sched_*), twice over:
+    // [i] and [i + num_paths], so that pick_path scans from any start without wrapping.
+    std::vector<uint64_t> sched_score;
+    void set_score(uint32_t path, uint64_t v) {
+        sched_score[path] = v;
+        sched_score[path + num_paths] = v;
+    }
     TokenBucket pacer;
     uint32_t hint_kbps = 0;
 
@@ -512,15 +519,21 @@ struct Engine::Impl {
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
     // solicited: a receive completion of a message sent solicited (R-NOTIFY-1).
     void push_cq(uint32_t cq, const Completion& c, bool solicited = false);
-    // push_cq inline, where a completion per message is generated (advance_sq).
-    [[gnu::always_inline]] void push_cq_inline(uint32_t cq, const Completion& c, bool solicited) {
-        if (cq == 0 || cq > cqs.size()) return;
+    // push_cq in two halves, so that advance_sq (a completion per message)
+    // writes each completion straight into its slot: the next slot of the
+    // CQ, taken (nullptr: no such CQ, or full, R-CMPL-5: counted, the
+    // completion is lost); then, once it is written, its notification.
+    [[gnu::always_inline]] Completion* cq_slot(uint32_t cq) {
+        if (cq == 0 || cq > cqs.size()) [[unlikely]] return nullptr;
         Cq& q = cqs[cq - 1];
-        if (q.tail - q.head == q.depth) {
-            ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
-            return;
+        if (q.tail - q.head == q.depth) [[unlikely]] {
+            ++st.cq_overflows;
+            return nullptr;
         }
-        q.ring[q.tail++ & q.mask] = c;
+        return &q.ring[q.tail++ & q.mask];
+    }
+    [[gnu::always_inline]] void cq_pushed(uint32_t cq, const Completion& c, bool solicited) {
+        Cq& q = cqs[cq - 1];
         if (q.armed != CqArm::none) [[unlikely]] notify(cq, q, c, solicited);
     }
     [[gnu::noinline]] void notify(uint32_t cq, Cq& q, const Completion& c, bool solicited);

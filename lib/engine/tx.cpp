@@ -284,7 +284,8 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
 static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 
 void Engine::Impl::plan_paths(Conn& c, Time now) {
-    for (TxPath& p : c.paths) {
+    for (uint32_t pi = 0; pi < c.num_paths; ++pi) {
+        TxPath& p = c.paths[pi];
         // The retransmission timer every send on the path arms (send_on_path):
         // the same for the whole burst (no RTT or timeout changes inside it).
         const Time rto = backed_off_rto(p, cfg);
@@ -294,14 +295,14 @@ void Engine::Impl::plan_paths(Conn& c, Time now) {
         const uint32_t span = p.snd_nxt - tx_floor(p);
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
             p.sched_room = 0;  // not eligible (path_open)
-            p.sched_score = kNoPath;
+            c.set_score(pi, kNoPath);
             continue;
         }
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
         uint64_t k = (p.have_rtt ? p.srtt : 0) / 64 + 16;
         if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
         p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(cwnd * 16.0));
-        p.sched_score = uint64_t(p.inflight + 1) * p.sched_step;
+        c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
     }
 }
 
@@ -310,20 +311,21 @@ void Engine::Impl::plan_paths(Conn& c, Time now) {
 // Branch-free: with equal paths taking turns, a compare-and-branch here was
 // mispredicted about once per packet.
 int Engine::Impl::pick_path(Conn& c) {
-    const uint32_t n = uint32_t(c.paths.size());
-    const TxPath* paths = c.paths.data();
-    uint32_t best = 0;
-    uint64_t best_score = kNoPath;
-    auto consider = [&](uint32_t i) {
-        const uint64_t s = paths[i].sched_score;
+    const uint32_t n = c.num_paths;
+    // The scores twice over (Conn::sched_score): the scan from start is one
+    // contiguous run, with no wrap test per path.
+    const uint64_t* sc = c.sched_score.data();
+    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
+    uint32_t best = start;
+    uint64_t best_score = sc[start];
+    for (uint32_t i = start + 1; i < start + n; ++i) {
+        const uint64_t s = sc[i];
         const bool better = s < best_score;
         best = better ? i : best;
         best_score = better ? s : best_score;
-    };
-    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
-    for (uint32_t i = start; i < n; ++i) consider(i);
-    for (uint32_t i = 0; i < start; ++i) consider(i);
+    }
     if (best_score == kNoPath) return -1;
+    if (best >= n) best -= n;
     c.rr_path = best + 1 == n ? 0 : best + 1;
     return int(best);
 }
@@ -413,7 +415,8 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
 }
 
 // hdr_template: the message's data header with every per-message field
-// filled in (emit_segment_run); only the per-packet fields are written here.
+// filled in (emit_segment_run), or o.hdr itself when the caller wrote them
+// there (single_run); only the per-packet fields are written here.
 [[gnu::always_inline]] inline void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now,
                                                               const uint8_t* hdr_template) {
     TxPath& p = c.paths[pi];
@@ -424,7 +427,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     sl.state = TxSlotState::inflight;
     ++p.inflight;
     // The burst's plan (plan_paths) follows what it sends.
-    p.sched_score = --p.sched_room ? p.sched_score + p.sched_step : kNoPath;
+    c.set_score(uint32_t(pi), --p.sched_room ? c.sched_score[pi] + p.sched_step : kNoPath);
     const bool retransmit = t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
@@ -435,7 +438,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     const uint32_t ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo
     if (hdr_template) {
         using namespace wire::detail;
-        std::memcpy(o.hdr, hdr_template, wire::kDataLen);
+        if (hdr_template != o.hdr) std::memcpy(o.hdr, hdr_template, wire::kDataLen);
         put16(o.hdr + 12, uint16_t(pi));
         put32(o.hdr + 16, psn);
         put32(o.hdr + 20, t.csn);
@@ -571,13 +574,44 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
         c.jobs.drop_front();
         w.next_seg = 1;
+        // The record field by field (request_pkt's, without a temporary) and
+        // the message's header fields from the same registers; send_on_path
+        // adds the per-packet ones.
         TxPkt& t = c.txpkts[c.csn_nxt & mask];
-        t = request_pkt(s, w, job);
-        t.msg_len = w.wr.length;
-        t.payload_len = uint16_t(w.wr.length);  // one packet: at most the segment size
+        const uint32_t len = w.wr.length;  // one packet: at most the segment size
         t.payload = w.local;
+        t.remote_addr = w.wr.remote_addr;
         t.csn = c.csn_nxt++;
-        send_on_path(c, t, pi, out[n], now);
+        t.stream_id = s.wire_id;
+        t.msg_seq = w.msg_seq;
+        t.msg_len = len;
+        t.offset = 0;
+        t.rkey = w.wr.rkey;
+        t.recv_seq = w.recv_seq;
+        t.imm = w.wr.imm;
+        t.stream_idx = job.stream_idx;
+        t.sq_slot = job.slot;
+        t.payload_len = uint16_t(len);
+        t.opcode = w.opcode;
+        t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+        t.is_request = true;
+        t.sent_before = false;
+        t.rnr_tries = 0;
+        TxPacket& o = out[n];
+        {
+            using namespace wire::detail;
+            uint8_t* h = o.hdr;
+            put_common(h, wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
+            put8(h + 24, uint8_t(t.opcode));
+            put32(h + 28, t.stream_id);
+            put32(h + 32, t.msg_seq);
+            put32(h + 36, len);
+            put32(h + 44, t.rkey);
+            put64(h + 48, t.remote_addr);
+            put32(h + 56, t.recv_seq);
+            put32(h + 60, t.imm);
+        }
+        send_on_path(c, t, pi, o, now, o.hdr);
         if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
         ++n;
     }
@@ -605,7 +639,7 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
         send_on_path(c, t, int(pr.path), o, now);
         if (room == 0) {  // no window: the probe must not open the burst's plan for this path
             p.sched_room = 0;
-            p.sched_score = kNoPath;
+            c.set_score(pr.path, kNoPath);
         }
         ++p.st.tail_probes;
         return true;
