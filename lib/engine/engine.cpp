@@ -668,6 +668,58 @@ static void gather_copy(uint8_t* dst, const Entry* e, uint32_t n, Where where) {
     }
 }
 
+// post_send's common case, decided before anything is written: a SEND or
+// WRITE (with or without immediate) of one registered buffer on a healthy
+// stream of an established connection, whose local check passes. Its WQE
+// is written field by field (no zeroing of the slot, no SendAux: nothing
+// reads a slot's SendAux unless gather or an atomic says so) and, when every
+// WR before it is in the job ring and the window allows, it joins the ring
+// at once: what the general path and schedule_sq do, without their
+// per-WR re-checks and divisions. False: nothing done, the general path runs.
+inline bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr) {
+    static_assert(uint8_t(OpKind::send) == 0 && uint8_t(OpKind::send_imm) == 1 && uint8_t(OpKind::write) == 2 &&
+                  uint8_t(OpKind::write_imm) == 3);
+    if (wr.num_sge != 0 || wr.inline_data || uint8_t(wr.op) > uint8_t(OpKind::write_imm) || s.error ||
+        c.state != ConnState::established || wr.length > kMaxMessageSize)
+        return false;
+    uint8_t* local = nullptr;
+    if (wr.length > 0) {
+        local = mrs.check_local(wr.lkey, wr.local_addr, wr.length, false);  // R-MEM-4
+        if (!local) return false;  // the general path fails it (loc_prot_err)
+    }
+    const wire::Opcode op = opcode_of(wr.op);
+    const bool recv = wire::consumes_recv(op);
+    const uint32_t msg_seq = s.sq_tail++;
+    const uint32_t slot = msg_seq & s.sq_mask;
+    SendWqe& w = s.sq[slot];
+    w.wr = wr;
+    w.wr.sg_list = nullptr;
+    w.wr.solicited = wr.solicited && recv;  // R-DATA-9
+    w.local = local;
+    w.msg_seq = msg_seq;
+    w.recv_seq = recv ? s.next_recv_seq++ : 0;
+    // R-SEG-2 (one buffer): one packet up to the segment size, no division.
+    const uint32_t seg = c.seg;
+    w.npkts = wr.length <= seg ? 1 : uint32_t((uint64_t(wr.length) + seg - 1) / seg);
+    w.next_seg = 0;
+    w.pkts_acked = 0;
+    w.resp_bytes = 0;
+    w.opcode = op;
+    w.status = WcStatus::success;
+    w.done = false;
+    w.active = true;
+    w.gather = false;
+    w.rd_counted = false;
+    // R-STREAM-5: the job ring in post order, inside the peer's window.
+    if (s.sq_jobs == msg_seq && msg_seq - s.sq_head < s.sq_limit) {
+        c.jobs.push(TxJob{sidx, slot, JobKind::request});
+        ++s.sq_jobs;
+    } else {
+        schedule_sq(c, s);
+    }
+    return true;
+}
+
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
@@ -759,57 +811,6 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
 
 static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }
 
-// post_send's common case, decided before anything is written: a SEND or
-// WRITE (with or without immediate) of one registered buffer on a healthy
-// stream of an established connection, whose local check passes. Its WQE
-// is written field by field (no zeroing of the slot, no SendAux: nothing
-// reads a slot's SendAux unless gather or an atomic says so) and, when every
-// WR before it is in the job ring and the window allows, it joins the ring
-// at once: what the general path and schedule_sq do, without their
-// per-WR re-checks and divisions. False: nothing done, the general path runs.
-bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr) {
-    static_assert(uint8_t(OpKind::send) == 0 && uint8_t(OpKind::send_imm) == 1 && uint8_t(OpKind::write) == 2 &&
-                  uint8_t(OpKind::write_imm) == 3);
-    if (wr.num_sge != 0 || wr.inline_data || uint8_t(wr.op) > uint8_t(OpKind::write_imm) || s.error ||
-        c.state != ConnState::established || wr.length > kMaxMessageSize)
-        return false;
-    uint8_t* local = nullptr;
-    if (wr.length > 0) {
-        local = mrs.check_local(wr.lkey, wr.local_addr, wr.length, false);  // R-MEM-4
-        if (!local) return false;  // the general path fails it (loc_prot_err)
-    }
-    const wire::Opcode op = opcode_of(wr.op);
-    const bool recv = wire::consumes_recv(op);
-    const uint32_t msg_seq = s.sq_tail++;
-    const uint32_t slot = msg_seq & s.sq_mask;
-    SendWqe& w = s.sq[slot];
-    w.wr = wr;
-    w.wr.sg_list = nullptr;
-    w.wr.solicited = wr.solicited && recv;  // R-DATA-9
-    w.local = local;
-    w.msg_seq = msg_seq;
-    w.recv_seq = recv ? s.next_recv_seq++ : 0;
-    // R-SEG-2 (one buffer): one packet up to the segment size, no division.
-    const uint32_t seg = c.seg;
-    w.npkts = wr.length <= seg ? 1 : uint32_t((uint64_t(wr.length) + seg - 1) / seg);
-    w.next_seg = 0;
-    w.pkts_acked = 0;
-    w.resp_bytes = 0;
-    w.opcode = op;
-    w.status = WcStatus::success;
-    w.done = false;
-    w.active = true;
-    w.gather = false;
-    w.rd_counted = false;
-    // R-STREAM-5: the job ring in post order, inside the peer's window.
-    if (s.sq_jobs == msg_seq && msg_seq - s.sq_head < s.sq_limit) {
-        c.jobs.push(TxJob{sidx, slot, JobKind::request});
-        ++s.sq_jobs;
-    } else {
-        schedule_sq(c, s);
-    }
-    return true;
-}
 
 
 // R-STREAM-5, R-STREAM-10: posted WRs go to the job ring in post order while

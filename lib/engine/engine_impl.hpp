@@ -557,7 +557,7 @@ struct Engine::Impl {
     }
     // Hands the stream's posted send WRs to the job ring while R-STREAM-5 and R-STREAM-10 allow.
     void schedule_sq(Conn& c, Stream& s);
-    bool post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
+    [[gnu::always_inline]] inline bool post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
     void destroy_stream(Conn& c, uint32_t sidx);
     void reclaim_orphans(Conn& c);
 
@@ -582,6 +582,8 @@ struct Engine::Impl {
     // place_inline_max is described in *defer and Placed::deferred returned;
     // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
+    [[gnu::always_inline]] inline bool place_next_write(Conn& c, const wire::Packet& pk);
+    [[gnu::noinline]] void not_placed(Conn& c, const wire::DataHeader& d, Placed res);
     [[gnu::noinline]] static void split_copy(uint8_t* dst, const wire::Packet& pk);
     [[gnu::noinline]] bool place_in_list(const LocalSeg* e, uint32_t n, const wire::Packet& pk, Deferral* defer,
                                          const Deferral& job) const;

@@ -250,17 +250,42 @@ void Engine::Impl::refresh_idle_hints(const Conn& joined) {
 void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     const wire::DataHeader& d = pk.data;
     const uint16_t pi = pk.common.path_id;
-    if (pi >= c.rx_paths.size()) {
+    if (pi >= c.peer_paths) {  // == rx_paths.size()
         ++st.rx_bad_path;
         return;
     }
+    RxPath& rp = c.rx_paths[pi];
     const bool deferring = cfg.deferred_placement;
-    if (deferring && pend_tail - pend_head == pend.size()) {
+    if (!deferring) [[likely]] {
+        // Run to completion, a packet new on its path and on the connection
+        // (nearly every one): the steps below in a straight line, none of
+        // the arrival-order record deferred placement needs (issue 24).
+        rp.sack.apply_floor(d.path_floor);
+        if (rp.sack.classify(d.psn) == SackBitmap::Result::fresh &&
+            c.rx_csn.classify(d.csn) == CsnWindow::Result::fresh) [[likely]] {
+            const Placed res = place_next_write(c, pk) ? Placed::ok : place(c, pk, now, nullptr);
+            if (res != Placed::ok) [[unlikely]] {
+                not_placed(c, d, res);
+                return;
+            }
+            c.rx_csn.mark(d.csn);
+            PendRec r;
+            r.csn = d.csn;
+            r.psn = d.psn;
+            r.ts = d.ts;
+            r.plen = d.payload_len;
+            r.ce = ce;
+            r.psn_fresh = true;
+            r.accepted = true;
+            r.ack_now = ce || (d.dflags & wire::kDataAckNow) || uint64_t(d.offset) + d.payload_len >= d.msg_len;
+            rx_accounted(c, rp, r, now);
+            return;
+        }
+    } else if (pend_tail - pend_head == pend.size()) {
         ++st.rx_place_full;  // the placement stage is behind: like a full NIC queue, no ack
         return;
     }
-    RxPath& rp = c.rx_paths[pi];
-    rp.sack.apply_floor(d.path_floor);
+    rp.sack.apply_floor(d.path_floor);  // (again without deferral: a no-op)
     const SackBitmap::Result pr = rp.sack.classify(d.psn);
     if (pr == SackBitmap::Result::beyond_window) {
         ++st.rx_stale;  // R-SACK-2 violated by the sender
@@ -292,26 +317,13 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
-            if (res == Placed::rnr) {
-                // R-NAK-10: not acked, CSN not marked; the requester resends it after its RNR delay.
-                ++c.st.rnr_drops;
-                nak(c, d, Syndrome::rnr);
-                return;
-            }
-            if (res == Placed::stale) {
-                // Names a message that cannot be in flight: a corrupted or forged packet.
-                // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
-                ++st.rx_stale;
+            if (res != Placed::ok && res != Placed::deferred) {
+                not_placed(c, d, res);
                 return;
             }
             // Deferred: marked now ("placement pending") so that a copy arriving
             // before the placement is a duplicate, never placed twice.
             c.rx_csn.mark(d.csn);
-            if (res == Placed::refused) {
-                // R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
-                if (deferring) c.rx_csn_done.mark(d.csn);
-                return;
-            }
             r.accepted = true;
             deferred = res == Placed::deferred;
         }
@@ -356,6 +368,25 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         j.token = token;
         ++st.place_jobs;
     }
+}
+
+// A fresh packet place() did not accept: nothing of it is acknowledged.
+void Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
+    if (res == Placed::rnr) {
+        // R-NAK-10: not acked, CSN not marked; the requester resends it after its RNR delay.
+        ++c.st.rnr_drops;
+        nak(c, d, Syndrome::rnr);
+        return;
+    }
+    if (res == Placed::stale) {
+        // Names a message that cannot be in flight: a corrupted or forged packet.
+        // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
+        ++st.rx_stale;
+        return;
+    }
+    // Placed::refused. R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
+    c.rx_csn.mark(d.csn);
+    if (cfg.deferred_placement) c.rx_csn_done.mark(d.csn);
 }
 
 // Step 16 of doc/spec.md section 5 after the payload is in place: count it,
@@ -531,6 +562,31 @@ bool Engine::Impl::place_in_list(const LocalSeg* e, uint32_t n, const wire::Pack
     return false;
 }
 
+// A whole WRITE in one packet, next in its stream's order (issue 24): placed
+// and completed at once, with no message record (a WRITE's completion at the
+// responder is nothing but its turn, R-CMPL-3). payload_len == msg_len means
+// offset 0 (R-WIRE-7). False (nothing changed): anything else, and anything
+// that would fail it, which place() records and refuses.
+bool Engine::Impl::place_next_write(Conn& c, const wire::Packet& pk) {
+    const wire::DataHeader& d = pk.data;
+    if (d.opcode != Opcode::write || d.payload_len != d.msg_len || (d.dflags & wire::kDataVoid) ||
+        !pk.payload_tail.empty())
+        return false;
+    uint32_t sidx = 0;
+    Stream* sp = c.find_stream(d.stream_id, &sidx);
+    if (!sp || sp->error || d.msg_seq != sp->rx_next || sp->rx[d.msg_seq & sp->rx_mask].active) return false;
+    Stream& s = *sp;
+    uint8_t* dst = nullptr;
+    Syndrome syn{};
+    const uint32_t plen = d.payload_len;
+    if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr, plen, &dst, syn)) [[unlikely]]
+        return false;
+    if (plen) std::memcpy(dst, pk.payload.data(), plen);  // R-DATA-2
+    ++s.rx_next;
+    if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
+    return true;
+}
+
 Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer) {
     (void)now;
     const wire::DataHeader& d = pk.data;
@@ -609,23 +665,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
     if (d.msg_seq - s.rx_next >= s.depth) return Placed::stale;  // R-STREAM-5: beyond stream_depth
     RxMsg& m = s.rx[d.msg_seq & s.rx_mask];
-    // A whole WRITE in one packet, next in stream order (issue 24): placed
-    // and completed at once, with no message record (a WRITE's completion at
-    // the responder is nothing but its turn, R-CMPL-3). payload_len ==
-    // msg_len means offset 0 (R-WIRE-7). Anything that would fail it takes
-    // the general path below, which records and refuses it; nothing is
-    // changed before that is known.
-    if (d.opcode == Opcode::write && d.msg_seq == s.rx_next && plen == d.msg_len && !m.active &&
-        pk.payload_tail.empty() && (!defer || plen <= cfg.place_inline_max)) [[likely]] {
-        uint8_t* dst = nullptr;
-        Syndrome syn{};
-        if (mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr, plen, &dst, syn)) [[likely]] {
-            if (plen) std::memcpy(dst, payload, plen);  // R-DATA-2
-            ++s.rx_next;
-            if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
-            return Placed::ok;
-        }
-    }
+    if ((!defer || plen <= cfg.place_inline_max) && place_next_write(c, pk)) return Placed::ok;
     if (!m.active) {
         m = RxMsg{};
         m.active = true;
