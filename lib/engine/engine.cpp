@@ -187,8 +187,13 @@ size_t Engine::take_cq_events(CqEvent* out, size_t max) {
 size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
     if (cq == 0 || cq > impl_->cqs.size()) return 0;
     Cq& q = impl_->cqs[cq - 1];
-    size_t n = 0;
-    while (n < max && q.head != q.tail) out[n++] = q.ring[q.head++ & q.mask];
+    // At most two contiguous runs of the ring (before and after its wrap), copied whole.
+    const size_t n = std::min<size_t>(max, q.tail - q.head);
+    const size_t at = q.head & q.mask;
+    const size_t first = std::min(n, q.ring.size() - at);
+    std::memcpy(out, q.ring.data() + at, first * sizeof(Completion));
+    if (n > first) std::memcpy(out + first, q.ring.data(), (n - first) * sizeof(Completion));
+    q.head += uint32_t(n);
     return n;
 }
 
@@ -875,27 +880,34 @@ bool Engine::Impl::fill_recv(RecvWqe& r, std::vector<LocalSeg>& lists, uint32_t 
 // R-CMPL-2: the send queue completes strictly in post order.
 void Engine::Impl::advance_sq(Conn& c, Stream& s) {
     const uint32_t head = s.sq_head;
-    while (s.sq_head != s.sq_tail) {
-        SendWqe& w = s.sq[s.sq_head & s.sq_mask];
+    // Locals: the completions written below could alias any of these for the compiler.
+    const uint32_t tail = s.sq_tail, mask = s.sq_mask, conn_id = c.id, stream_id = s.id, cq = s.send_cq;
+    SendWqe* const sq = s.sq.data();
+    uint32_t h = head;
+    uint32_t rd_retired = 0;
+    while (h != tail) {
+        SendWqe& w = sq[h & mask];
         if (!w.done) break;
         if (w.wr.signaled || w.status != WcStatus::success) {
             // Written into its CQ slot in place (push_cq's checks and order, no copy).
-            if (Completion* cpl = cq_slot(s.send_cq)) {
+            if (Completion* cpl = cq_slot(cq)) {
                 cpl->wr_id = w.wr.wr_id;
-                cpl->conn = c.id;
-                cpl->stream = s.id;
+                cpl->conn = conn_id;
+                cpl->stream = stream_id;
                 cpl->byte_len = w.wr.length;
                 cpl->imm = 0;
                 cpl->status = w.status;
                 cpl->opcode = wc_opcode_of(w.opcode);
                 cpl->has_imm = false;
-                cq_pushed(s.send_cq, *cpl, false);
+                cq_pushed(cq, *cpl, false);
             }
         }
-        if (w.rd_counted) --s.rd_out;
+        rd_retired += w.rd_counted;
         w.active = false;
-        ++s.sq_head;
+        ++h;
     }
+    s.sq_head = h;
+    s.rd_out -= rd_retired;
     if (s.sq_head != head && s.sq_jobs != s.sq_tail) schedule_sq(c, s);  // room in the window now
 }
 

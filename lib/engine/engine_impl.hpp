@@ -562,7 +562,7 @@ struct Engine::Impl {
     void reclaim_orphans(Conn& c);
 
     // rx
-    void rx_one(const RxPacket& p, Time now);
+    [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
@@ -596,7 +596,7 @@ struct Engine::Impl {
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);
     void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);
     bool refuse_again(Conn& c, const wire::DataHeader& d);
-    void delivered(Conn& c, uint32_t csn);
+    [[gnu::always_inline]] inline void delivered(Conn& c, uint32_t csn);
     void resolve_refused(Conn& c, const wire::NakHeader& n);
     TxPkt* unresolved_request(Conn& c, const wire::NakHeader& n);
     void settle_slot(Conn& c, TxPkt& t);

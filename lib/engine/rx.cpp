@@ -1134,7 +1134,13 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
             delivered(c, sl.csn);
         }
     };
-    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, a.cum_psn); ++psn) ack_slot(psn);
+    // Cumulatively acknowledged: resolved, so emptied and passed here
+    // (advance_una's work for this range, without a second walk over it).
+    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, a.cum_psn); ++psn) {
+        ack_slot(psn);
+        p.ring[psn & (kPathRing - 1)].state = TxSlotState::empty;
+    }
+    if (wire::seq_lt(p.snd_una, a.cum_psn)) p.snd_una = a.cum_psn;
     bool any_sack = false;
     uint32_t highest = 0;
     for (uint32_t w = 0; w < 4; ++w) {
