@@ -565,7 +565,7 @@ struct Engine::Impl {
     [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
-    void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
+    [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
     void rx_ack(Conn& c, const wire::Packet& pk, Time now);
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
     void rx_nak(Conn& c, const wire::Packet& pk);
@@ -620,7 +620,7 @@ struct Engine::Impl {
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
     void plan_paths(Conn& c, Time now);
-    int pick_path(Conn& c);
+    [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);

@@ -1121,7 +1121,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     const bool undo = p.rto_pending && rx_late_ack(c, p, a, now);  // R-TIMER-7
     uint32_t newly = 0;
-    auto ack_slot = [&](uint32_t psn) {
+    auto ack_slot = [&](uint32_t psn) __attribute__((always_inline)) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight) {
             sl.state = TxSlotState::acked;
