@@ -263,7 +263,9 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         rp.sack.apply_floor(d.path_floor);
         if (rp.sack.classify(d.psn) == SackBitmap::Result::fresh &&
             c.rx_csn.classify(d.csn) == CsnWindow::Result::fresh) [[likely]] {
-            const Placed res = place_next_write(c, pk) ? Placed::ok : place(c, pk, now, nullptr);
+            // A whole message placed by place_next_write ends its message (R-ACK-1).
+            const bool whole = place_next_write(c, pk);
+            const Placed res = whole ? Placed::ok : place(c, pk, now, nullptr);
             if (res != Placed::ok) [[unlikely]] {
                 not_placed(c, d, res);
                 return;
@@ -277,7 +279,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             r.ce = ce;
             r.psn_fresh = true;
             r.accepted = true;
-            r.ack_now = ce || (d.dflags & wire::kDataAckNow) || uint64_t(d.offset) + d.payload_len >= d.msg_len;
+            r.ack_now = whole || ce || (d.dflags & wire::kDataAckNow) || uint64_t(d.offset) + d.payload_len >= d.msg_len;
             rx_accounted(c, rp, r, now);
             return;
         }
@@ -402,7 +404,7 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now)
         rp.sack.mark(r.psn);
     // R-ACK-2: every data packet, fresh or duplicate, is acked.
     ++rp.rx_packets;
-    if (rp.rx_pending < 0xffff) ++rp.rx_pending;
+    rp.rx_pending = uint16_t(rp.rx_pending + (rp.rx_pending != 0xffff));
     if (r.ce) {
         ++rp.rx_ce;
         if (rp.ce_pending < rp.rx_pending) ++rp.ce_pending;
