@@ -616,7 +616,7 @@ struct Engine::Impl {
     void refresh_idle_hints(const Conn& joined);
 
     // tx
-    size_t tx(TxPacket* out, size_t max, Time now);
+    size_t tx(TxPacket* out, size_t max, Time now, bool acks = true);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
     void plan_paths(Conn& c, Time now);

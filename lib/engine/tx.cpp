@@ -70,6 +70,7 @@ static bool path_open(const TxPath& p) {
 }
 
 size_t Engine::tx_burst(TxPacket* out, size_t max, Time now) { return impl_->tx(out, max, now); }
+size_t Engine::tx_burst(TxPacket* out, size_t max, Time now, bool acks) { return impl_->tx(out, max, now, acks); }
 
 bool Engine::tx_pending(Time now) const {
     const Impl& I = *impl_;
@@ -117,7 +118,7 @@ Time Engine::Impl::deadline(Time now) const {
     return std::max(t, now);
 }
 
-size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
+size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
     last_now = now;
     if (now >= next_timer) timers(now);
     if (cfg.rate_hints && now >= next_hint_update) {
@@ -143,22 +144,27 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
         if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
             close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
         if (c->state != ConnState::established && c->state != ConnState::closing) continue;
-        if (c->acks_pending) {
-            for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
-                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
-                    ++n;
-        }
-        if (n < max && c->state == ConnState::established && c->has_sendable()) {
+        // Data first, then the connection's ACKs, in room kept for them
+        // (never crowded out): an answer to what the ACK acknowledges leaves
+        // one datagram earlier in the same burst (issue 24, latency).
+        const size_t ack_room = acks ? c->acks_pending : 0;
+        const size_t data_max = max - std::min<size_t>(max - n, ack_room);
+        if (n < data_max && c->state == ConnState::established && c->has_sendable()) {
             plan_paths(*c, now);
-            while (n < max) {
+            while (n < data_max) {
                 bool blocked = false;
-                const size_t k = emit_segment_run(*c, out + n, max - n, now, blocked);
+                const size_t k = emit_segment_run(*c, out + n, data_max - n, now, blocked);
                 n += k;
                 if (blocked) break;  // where emit_data would have returned false
                 if (k) continue;
                 if (!emit_data(*c, out[n], now)) break;
                 ++n;
             }
+        }
+        if (c->acks_pending && acks) {
+            for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
+                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
+                    ++n;
         }
         if (!wants_tx(*c)) {
             c->in_ready = false;
