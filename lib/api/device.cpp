@@ -68,8 +68,6 @@ uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
 Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
     : cfg_(with_segment_size(cfg, t.get())), tr_(std::move(t)), eng_(cfg_.engine),
       loop_(transport_of(tr_, cfg.name), eng_, {}, Bursts{kRxBurst, kTxBurst}) {
-    // The application answers between passes: its answer leaves with the ACK (issue 24).
-    loop_.set_tx_order(TxOrder::before_rx);
     rng_ = cfg.inject_seed ? cfg.inject_seed : 0x9E3779B97F4A7C15ull;
     loss_thr_ = threshold(cfg.inject_loss);
     ce_thr_ = threshold(cfg.inject_ce);
@@ -184,6 +182,11 @@ void Device::handle_events_locked() {
             }
         }
     }
+}
+
+void Device::set_tx_order(TxOrder o) {
+    MaybeLock g(mu_, thr_.joinable());
+    loop_.set_tx_order(o);
 }
 
 size_t Device::progress() {

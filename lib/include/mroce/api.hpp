@@ -384,6 +384,15 @@ public:
     // Manual progress: one receive + transmit pass; returns the packets moved.
     // In automatic mode it does nothing and returns 0 (the engine thread owns the loop).
     size_t progress();
+    // Where a pass transmits (drive loop TxOrder, architecture 3.1): after_rx
+    // (the default) acknowledges what arrived in the pass that received it;
+    // before_rx acknowledges it at the start of the next pass, in one burst
+    // with what the application posted in between: for applications that
+    // answer what they receive at once and keep calling progress (ping-pong,
+    // request/response; mroce-perf --lat), whose answer then leaves without
+    // an ACK send ahead of it (issue 24). An application that stops calling
+    // progress holds its ACKs until it calls again.
+    void set_tx_order(TxOrder o);
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
     // cores do not starve each other. In automatic mode: a short sleep.
