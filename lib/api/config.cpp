@@ -58,6 +58,15 @@ bool parse_bool(const Where& w, const std::string& v) {
     w.bad("expected true or false", v);
 }
 
+// A probability: a decimal fraction in [0, 1].
+double parse_probability(const Where& w, const std::string& v) {
+    errno = 0;
+    char* end = nullptr;
+    const double x = v.empty() ? -1 : std::strtod(v.c_str(), &end);
+    if (v.empty() || errno || *end || !(x >= 0 && x <= 1)) w.bad("expected a probability in 0..1", v);
+    return x;
+}
+
 // Engine knobs: valid in [engine] (every device) and in [device NAME] (that one).
 bool engine_key(const Where& w, const std::string& k, const std::string& v, EngineConfig& e) {
     constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
@@ -192,9 +201,14 @@ bool device_key(const Where& w, const std::string& k, const std::string& v, Devi
         else w.bad("expected manual or auto", v);
     } else if (k == "spin_us") d.spin_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else if (k == "spin_yield") d.spin_yield = parse_bool(w, v);
+    else if (k == "drive_handoff_us") d.drive_handoff_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else if (k == "rx_batch") d.rx_batch = uint32_t(parse_uint(w, v, 1, 1024));
     else if (k == "gso") d.gso = parse_bool(w, v);
     else if (k == "gro") d.gro = parse_bool(w, v);
+    else if (k == "verbs_part_id") d.verbs_part_id = uint32_t(parse_uint(w, v, 0, 0xffffffffu));
+    else if (k == "inject_loss") d.inject_loss = parse_probability(w, v);
+    else if (k == "inject_ce") d.inject_ce = parse_probability(w, v);
+    else if (k == "inject_seed") d.inject_seed = parse_uint(w, v, 0, std::numeric_limits<uint64_t>::max());
     else if (dpdk_key(w, k, v, d.dpdk)) return true;
     else return engine_key(w, k, v, d.engine);
     return true;

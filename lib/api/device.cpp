@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
+#include <sys/prctl.h>
+
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -89,10 +91,18 @@ void Device::kick() noexcept {
 }
 
 void Device::engine_thread() {
+    // Its naps while callers drive are short: the default 50 us timer slack
+    // would make each one at least that long.
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     while (!stop_.load(std::memory_order_relaxed)) {
         size_t moved;
         Time deadline;
         Time now = tr_->now();
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (now < until) {  // a caller drives the loop: stand by
+            std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+            continue;
+        }
         {
             std::lock_guard<std::mutex> g(mu_);
             moved = step_locked(now);
@@ -177,11 +187,24 @@ void Device::handle_events_locked() {
                 incoming_.push_back(ev[i]);
             } else if (ev[i].kind == EventKind::error || ev[i].kind == EventKind::closed) {
                 failures_.push_back(ev[i]);
+                if (event_listener_) event_listener_(ev[i]);
             } else if (ev[i].kind == EventKind::srq_limit) {
                 srq_events_.push_back(ev[i].srq);
+                if (event_listener_) event_listener_(ev[i]);
             }
         }
     }
+}
+
+size_t Device::drive() {
+    MaybeLock g(mu_, true);
+    return drive_locked();
+}
+
+size_t Device::drive_locked() {
+    const Time now = tr_->now();
+    if (thr_.joinable()) driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+    return step_locked(now);
 }
 
 size_t Device::progress() {
@@ -278,11 +301,37 @@ uint32_t Device::create_srq(uint32_t pd, uint32_t depth) {
 }
 
 bool Device::try_post_srq_recv(uint32_t srq, const RecvWr& wr) {
-    MaybeLock g(mu_, thr_.joinable());
-    const Status s = eng_.post_srq_recv(srq, wr);
+    size_t posted = 0;
+    const Status s = submit_srq_recvs(srq, &wr, 1, posted);
     if (s == Status::queue_full) return false;
     if (s != Status::ok) fail(("post_srq_recv on srq " + std::to_string(srq)).c_str(), s);
     return true;
+}
+
+// The one place the engine's post calls are made for the API (a template
+// over the engine call, so sends, receives and SRQ receives share the
+// locking, the notification and the wake-up).
+template <class Wr, class Post>
+Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept {
+    Status s = Status::ok;
+    posted = 0;
+    {
+        MaybeLock g(mu_, thr_.joinable());
+        while (posted < n && (s = post(wrs[posted])) == Status::ok) ++posted;
+        deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+    }
+    if (wake && posted) kick();
+    return s;
+}
+
+Status Device::submit_sends(uint32_t conn, uint32_t stream, const SendWr* wrs, size_t n, size_t& posted) noexcept {
+    return submit(wrs, n, posted, true, [&](const SendWr& w) { return eng_.post_send(conn, stream, w); });
+}
+Status Device::submit_recvs(uint32_t conn, uint32_t stream, const RecvWr* wrs, size_t n, size_t& posted) noexcept {
+    return submit(wrs, n, posted, false, [&](const RecvWr& w) { return eng_.post_recv(conn, stream, w); });
+}
+Status Device::submit_srq_recvs(uint32_t srq, const RecvWr* wrs, size_t n, size_t& posted) noexcept {
+    return submit(wrs, n, posted, false, [&](const RecvWr& w) { return eng_.post_srq_recv(srq, w); });
 }
 
 void Device::post_srq_recv(uint32_t srq, const RecvWr& wr) {
@@ -318,6 +367,11 @@ void Device::destroy_srq(uint32_t srq) {
     const Status s = eng_.destroy_srq(srq);
     if (s == Status::bad_state) throw Error("destroy_srq " + std::to_string(srq) + ": a stream still uses it");
     if (s != Status::ok) fail("destroy_srq", s);
+}
+
+void Device::set_event_listener(std::function<void(const ConnEvent&)> f) {
+    MaybeLock g(mu_, thr_.joinable());
+    event_listener_ = std::move(f);
 }
 
 void Device::set_accept_streams(std::vector<StreamSpec> streams) {
@@ -457,17 +511,19 @@ void Connection::destroy_stream(uint32_t stream_id) {
     if (s != Status::ok) dev_->fail(("destroy_stream " + std::to_string(stream_id)).c_str(), s);
 }
 
-bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
-    Status s;
+void Connection::set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic) {
     {
         MaybeLock g(dev_->mu_, dev_->thr_.joinable());
-        s = dev_->eng_.post_send(id_, stream_id, wr);
-        dev_->deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+        const Status s = dev_->eng_.set_stream_max_rd_atomic(id_, stream_id, max_rd_atomic);
+        if (s != Status::ok) dev_->fail(("set_max_rd_atomic on stream " + std::to_string(stream_id)).c_str(), s);
     }
-    if (s == Status::ok) {
-        dev_->kick();
-        return true;
-    }
+    dev_->kick();
+}
+
+bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
+    size_t posted = 0;
+    const Status s = dev_->submit_sends(id_, stream_id, &wr, 1, posted);
+    if (s == Status::ok) return true;
     if (s == Status::queue_full) return false;
     if (s == Status::bad_state) {
         check();
@@ -477,12 +533,8 @@ bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
 }
 
 bool Connection::try_post_recv(uint32_t stream_id, const RecvWr& wr) {
-    Status s;
-    {
-        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
-        s = dev_->eng_.post_recv(id_, stream_id, wr);
-        dev_->deliver_cq_events_locked();
-    }
+    size_t posted = 0;
+    const Status s = dev_->submit_recvs(id_, stream_id, &wr, 1, posted);
     if (s == Status::ok) return true;
     if (s == Status::queue_full) return false;
     if (s == Status::bad_state) check();

@@ -130,6 +130,12 @@ uint32_t Engine::alloc_pd() { return impl_->next_pd++; }
 
 Status Engine::register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access, MrInfo& out) {
     if (pd == 0 || pd >= impl_->next_pd) return Status::no_such_object;
+    if (impl_->cfg.test_mutation == TestMutation::no_rkey_bounds) [[unlikely]] {
+        // TEST ONLY: the region's range check lets kMutationSlack bytes past its end through.
+        const Status s = impl_->mrs.add(pd, addr, length + kMutationSlack, access, out);
+        out.length = length;
+        return s;
+    }
     return impl_->mrs.add(pd, addr, length, access, out);
 }
 
@@ -540,6 +546,17 @@ Status Engine::set_stream_error(uint32_t conn, uint32_t stream_id) {
     I.wake(*c);
     // R-STREAM-12: every outstanding send WR (all are later than sq_head - 1) flushes.
     if (!s->error) I.stream_error(*c, *s, s->sq_head - 1, WcStatus::wr_flush_err);
+    return Status::ok;
+}
+
+Status Engine::set_stream_max_rd_atomic(uint32_t conn, uint32_t stream_id, uint32_t max_rd_atomic) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    Stream* s = c->find_local(stream_id);
+    if (!s) return Status::no_such_object;
+    s->rd_max = max_rd_atomic ? max_rd_atomic : UINT32_MAX;
+    I.wake(*c);  // a larger limit may release READs waiting for it
     return Status::ok;
 }
 

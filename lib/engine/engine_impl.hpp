@@ -579,6 +579,7 @@ struct Engine::Impl {
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);
     void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);
     bool refuse_again(Conn& c, const wire::DataHeader& d);
+    void mutation_replay(Conn& c, const wire::Packet& pk);  // TEST ONLY: TestMutation::no_dup_filter
     void delivered(Conn& c, uint32_t csn);
     void resolve_refused(Conn& c, const wire::NakHeader& n);
     TxPkt* unresolved_request(Conn& c, const wire::NakHeader& n);

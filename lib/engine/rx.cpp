@@ -291,6 +291,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         if (cr == CsnWindow::Result::duplicate) {
             if (refuse_again(c, d)) return;  // R-NAK-8: a resent refused packet
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
+            if (cfg.test_mutation == TestMutation::no_dup_filter) [[unlikely]] mutation_replay(c, pk);
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
             if (res == Placed::rnr) {
@@ -311,7 +312,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             if (res == Placed::refused) {
                 // R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
                 if (deferring) c.rx_csn_done.mark(d.csn);
-                return;
+                if (cfg.test_mutation != TestMutation::ack_refused) [[likely]] return;
             }
             r.accepted = true;
             deferred = res == Placed::deferred;
@@ -493,6 +494,24 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
         return true;
     }
     return false;
+}
+
+// TEST ONLY (TestMutation::no_dup_filter): a duplicate atomic is executed
+// again, as by an engine without a duplicate filter (R-CSN-3, R-ATOMIC-2).
+void Engine::Impl::mutation_replay(Conn& c, const wire::Packet& pk) {
+    const wire::DataHeader& d = pk.data;
+    if (!wire::is_atomic_req(d.opcode) || pk.payload.size() < wire::kAtomicReqPayload) return;
+    uint32_t sidx = 0;
+    const Stream* s = c.find_stream(d.stream_id, &sidx);
+    uint8_t* tgt = nullptr;
+    Syndrome syn{};
+    if (!s || !mrs.check_remote(d.rkey, s->pd, kAccessRemoteAtomic, d.remote_addr, 8, &tgt, syn)) return;
+    uint64_t old = 0;
+    std::memcpy(&old, tgt, 8);
+    const uint64_t a = get_be64(pk.payload.data());
+    const uint64_t b = get_be64(pk.payload.data() + 8);
+    const uint64_t nv = d.opcode == Opcode::atomic_cas ? (old == a ? b : old) : old + a;
+    std::memcpy(tgt, &nv, 8);
 }
 
 // A payload in two spans, straight from both into its final place (R-DATA-2):
@@ -1090,6 +1109,14 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     // R-SACK-4: on one path a hole below an acked PSN is loss, not reordering.
     uint16_t losses = 0;
     if (any_sack) {
+        // TEST ONLY go_back_n: everything in flight from the hole on is resent.
+        if (cfg.test_mutation == TestMutation::go_back_n) [[unlikely]] {
+            for (uint32_t psn = p.snd_una; wire::seq_lt(psn, highest); ++psn)
+                if (p.ring[psn & (kPathRing - 1)].state == TxSlotState::inflight) {
+                    highest = p.snd_nxt;
+                    break;
+                }
+        }
         for (uint32_t psn = p.snd_una; wire::seq_lt(psn, highest); ++psn) {
             PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
             if (sl.state == TxSlotState::inflight) {

@@ -33,7 +33,9 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
     return a.name == b.name && a.driver == b.driver && a.address == b.address && a.port == b.port &&
            a.path_port_base == b.path_port_base && a.path_port_span == b.path_port_span &&
            a.progress == b.progress && a.spin_us == b.spin_us && a.spin_yield == b.spin_yield &&
-           a.rx_batch == b.rx_batch && a.gso == b.gso &&
+           a.rx_batch == b.rx_batch && a.gso == b.gso && a.drive_handoff_us == b.drive_handoff_us &&
+           a.verbs_part_id == b.verbs_part_id && a.inject_loss == b.inject_loss && a.inject_ce == b.inject_ce &&
+           a.inject_seed == b.inject_seed &&
            a.gro == b.gro && x.max_payload == y.max_payload && x.num_paths == y.num_paths &&
            x.stream_depth == y.stream_depth && x.recv_depth == y.recv_depth && x.csn_window == y.csn_window &&
            x.max_send_sge == y.max_send_sge && x.max_recv_sge == y.max_recv_sge && x.max_inline == y.max_inline &&
@@ -55,6 +57,23 @@ TEST_CASE("config: shipped config/mroce.conf equals the built-in defaults", "[co
     REQUIRE(file.devices.size() == 1);
     CHECK(same(file.device(), builtin.device()));
     CHECK(same(builtin.device(), DeviceConfig{}));
+}
+
+TEST_CASE("config: the verbs provider's keys and the test fault injector's", "[config][verbs]") {
+    const Config c = parse_config("[device v]\nverbs_part_id = 4119\ndrive_handoff_us = 5\ninject_loss = 0.01\n"
+                                  "inject_ce = 0.5\ninject_seed = 7\n",
+                                  "t.conf");
+    const DeviceConfig& d = c.device();
+    CHECK(d.verbs_part_id == 4119);
+    CHECK(d.drive_handoff_us == 5);
+    CHECK(d.inject_loss == 0.01);
+    CHECK(d.inject_ce == 0.5);
+    CHECK(d.inject_seed == 7);
+    CHECK(error_of("[device v]\ninject_loss = 1.5\n") ==
+          "t.conf:2: key 'inject_loss': expected a probability in 0..1 (got '1.5')");
+    CHECK(error_of("[device v]\ninject_ce = lots\n") ==
+          "t.conf:2: key 'inject_ce': expected a probability in 0..1 (got 'lots')");
+    CHECK(error_of("[device v]\ndrive_handoff_us = -1\n").find("key 'drive_handoff_us'") != std::string::npos);
 }
 
 TEST_CASE("config: path flag, then MROCE_CONFIG, then built-in defaults", "[config]") {

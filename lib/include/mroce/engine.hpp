@@ -242,6 +242,20 @@ struct EngineStats {
     uint64_t probes_deferred = 0;    // probes and keepalives postponed by the device's probe_rate (R-PATH-14)
 };
 
+// TEST ONLY (the conformance suite's broken IUT, doc/conformance.md section 5):
+// one deliberate protocol violation at a time, so the suite shows that it
+// fails exactly the tests citing the rule broken. Every hook sits off the
+// per-packet path (a loss, a duplicate, a refusal, a registration).
+enum class TestMutation : uint8_t {
+    none = 0,
+    go_back_n,       // R-SACK-4: a SACK-detected loss resends every in-flight packet from the hole on
+    no_rkey_bounds,  // R-MEM-3 item 4: regions are range-checked as if 64 KiB longer (kMutationSlack)
+    no_dup_filter,   // R-CSN-3, R-ATOMIC-2: a duplicate CSN of an atomic is executed again
+    ack_refused,     // R-ACK-8, R-NAK-1: a refused (NAKed) packet is acknowledged as well
+};
+// no_rkey_bounds: how far past its end a region accepts remote access.
+inline constexpr uint64_t kMutationSlack = 64 * 1024;
+
 struct EngineConfig {
     uint16_t max_payload = 4096;     // segment size (R-SEG-1)
     uint16_t num_paths = 4;          // paths per connection this side sends on
@@ -300,6 +314,8 @@ struct EngineConfig {
     // instead of 0, so a test runs them across their 32-bit wrap. Both ends
     // of a connection must use the same value (R-STREAM-1 numbers from 0).
     uint32_t test_seq_base = 0;
+    // Test only: a deliberately broken engine (TestMutation); none in every real use.
+    TestMutation test_mutation = TestMutation::none;
 };
 
 class Engine {
@@ -355,6 +371,9 @@ public:
     // R-STREAM-12 (verbs modify_qp to IBV_QPS_ERR): everything outstanding on
     // the stream completes with wr_flush_err, in order; later posts too.
     Status set_stream_error(uint32_t conn, uint32_t stream_id);
+    // verbs modify_qp(IBV_QP_MAX_QP_RD_ATOMIC), which comes at RTS, after the
+    // stream exists: StreamAttr::max_rd_atomic from now on (0: no limit).
+    Status set_stream_max_rd_atomic(uint32_t conn, uint32_t stream_id, uint32_t max_rd_atomic);
     // R-STREAM-11 (verbs destroy_qp): the stream's state is freed without
     // completions; the id may be created again at once (a new incarnation,
     // which the old one's late packets cannot reach).
