@@ -198,7 +198,8 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
                                   "max_rto_us", "fail_after", "probe_interval_us", "conn_timeout_ms",
                                   "rnr_delay_us", "rnr_retry", "connect_retry_us", "ack_delay_us", "init_cwnd",
                                   "min_cwnd", "max_cwnd", "ecn", "reroute_after_marks", "max_inline",
-                                  "max_send_sge", "max_recv_sge", "deferred_placement", "hint_interval_us"};
+                                  "max_send_sge", "max_recv_sge", "deferred_placement", "hint_interval_us",
+                                  "probe_max_interval_us", "probe_rate", "keepalive_ms"};
     for (const auto& [k, v] : kv) {
         bool ok = false;
         for (const char* n : known) ok |= k == n;
@@ -218,6 +219,9 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
     e.fail_after_timeouts = uint32_t(num(kv, "fail_after", e.fail_after_timeouts));
     e.probe_interval = num(kv, "probe_interval_us", e.probe_interval / 1000) * 1000;
     e.conn_timeout = num(kv, "conn_timeout_ms", e.conn_timeout / 1'000'000) * 1'000'000;
+    e.probe_max_interval = num(kv, "probe_max_interval_us", e.probe_max_interval / 1000) * 1000;
+    e.probe_rate = uint32_t(num(kv, "probe_rate", e.probe_rate));
+    e.keepalive_interval = num(kv, "keepalive_ms", e.keepalive_interval / 1'000'000) * 1'000'000;
     e.rnr_delay = num(kv, "rnr_delay_us", e.rnr_delay / 1000) * 1000;
     e.rnr_retry = uint8_t(num(kv, "rnr_retry", e.rnr_retry));
     e.connect_retry = num(kv, "connect_retry_us", e.connect_retry / 1000) * 1000;

@@ -126,6 +126,24 @@ CONFORM_TEST(idle_connection_does_not_time_out, "R-CONN-6:idle",
     check(t.ctl.conn_state(e.conn) == "established", "still established after 150 ms idle", t.ctl.conn_state(e.conn));
 }
 
+CONFORM_TEST(keepalive_when_idle, "R-CONN-15",
+             "an idle connection that heard nothing for keepalive_interval (conn_timeout / 4 = 50 ms) sends a PROBE "
+             "with probe_seq 0, one per interval; news from the peer (the PROBE_REPLY) restarts the interval") {
+    Env e = setup(t, Setup{.iut = iut({{"conn_timeout_ms", "200"}})});
+    const uint64_t t0 = now_ns();
+    const auto k1 = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "a keepalive PROBE");
+    check(k1.pk.probe.probe_seq == 0, "probe_seq 0 (a keepalive)", k1.str());
+    check(k1.at - t0 >= 45 * kMs, "not before keepalive_interval (50 ms) of silence",
+          std::to_string((k1.at - t0) / kMs) + " ms");
+    e.p().send_probe_reply(k1);
+    const uint64_t t1 = now_ns();
+    const auto k2 = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "the next keepalive");
+    check(k2.pk.probe.probe_seq == 0 && k2.at - t1 >= 45 * kMs,
+          "the next one a keepalive_interval after the reply was heard", std::to_string((k2.at - t1) / kMs) + " ms");
+    e.p().quiet(is_data(), 1 * kMs, "no DATA");
+    check(t.ctl.conn_state(e.conn) == "established", "still established", t.ctl.conn_state(e.conn));
+}
+
 CONFORM_TEST(duplicate_and_late_connect_req, "R-CONN-4 R-CONN-14:late",
              "a repeated CONNECT_REQ gets the same CONNECT_ACK and no second connection; one with our id and another cookie "
              "is dropped") {

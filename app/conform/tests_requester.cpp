@@ -180,7 +180,7 @@ CONFORM_TEST(tail_loss_probe, "R-TIMER-8 R-RTT-1:sample",
 
 CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9 R-PATH-10 R-PATH-11 R-SCHED-9 R-TIMER-1:initial",
              "unacknowledged: resent after 30, 60 ms (backoff); the third timeout fails the path: new source port, PROBEs "
-             "every 20 ms, no DATA; the latest probe's reply revives it") {
+             "20 ms apart and more (backing off), no DATA; the latest probe's reply revives it") {
     Env e = setup(t, Setup{.iut = iut({{"initial_rto_us", "30000"}, {"min_rto_us", "30000"}, {"max_rto_us", "1000000"},
                                         {"probe_interval_us", "20000"}, {"fail_after", "3"}})});
     e.post("write", wr(1, e, 0, 100));
@@ -219,6 +219,28 @@ CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9
     const auto back = e.p().wait(is_data(), 1000 * kMs, "DATA on the revived path");
     check(back.d().csn == tx[0].d().csn && back.src_port == latest.src_port,
           "the segment resent from the revived path's new source port", back.str());
+    e.p().ack_all({back});
+    e.completions(1);
+}
+
+CONFORM_TEST(probe_rate_bounds_probes, "R-PATH-14",
+             "a failed path with probe_interval = probe_max_interval = 1 ms would probe 1,000 times a second; "
+             "probe_rate 20 holds it to 20 a second (plus one burst)") {
+    Env e = setup(t, Setup{.iut = iut({{"initial_rto_us", "20000"}, {"min_rto_us", "20000"}, {"max_rto_us", "20000"},
+                                        {"probe_interval_us", "1000"}, {"probe_max_interval_us", "1000"},
+                                        {"probe_rate", "20"}, {"fail_after", "1"}, {"keepalive_ms", "100000"}})});
+    e.post("write", wr(1, e, 0, 100));
+    e.p().wait(is_ctrl(PacketType::probe), 2000 * kMs, "the failed path's first PROBE");
+    const auto probes = e.p().collect(is_ctrl(PacketType::probe), 500 * kMs);
+    check(probes.size() <= 12, "at most 20/s x 0.5 s + a burst of 2 PROBEs in 500 ms",
+          std::to_string(probes.size()) + " PROBEs");
+    check(probes.size() >= 5, "the budget's PROBEs still go out (at least 5 in 500 ms)",
+          std::to_string(probes.size()) + " PROBEs");
+    // The latest PROBE's reply revives the path; the segment is resent on it.
+    e.p().clear();
+    const auto latest = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "another PROBE");
+    e.p().send_probe_reply(latest);
+    const auto back = e.p().wait(is_data(), 1000 * kMs, "DATA on the revived path");
     e.p().ack_all({back});
     e.completions(1);
 }

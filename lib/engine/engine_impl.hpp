@@ -57,8 +57,6 @@ struct TxPath {
     uint32_t probe_seq = 0;
     Time next_probe = 0;
     Time probe_gap = 0;          // current re-probe interval of a failed path (R-PATH-11 backoff)
-    Time last_ack = 0;           // latest ACK for this path (R-PATH-9: evidence the peer answers)
-    Time silent_since = 0;       // send time of the packet whose RTO began the current timeout sequence
     Time srtt = 0;
     Time rttvar = 0;
     Time rto = 0;

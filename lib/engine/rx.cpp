@@ -1066,7 +1066,6 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         ++st.rx_stale;  // acks data never sent on this path
         return;
     }
-    p.last_ack = now;  // R-PATH-9: the peer answers on this path
     if (cfg.rate_hints && a.rate_hint != c.hint_kbps) {
         // R-HINT-9: before the first DATA the first window follows the hint too.
         if (c.st.tx_data_packets == 0 && a.rate_hint) {

@@ -596,18 +596,9 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
 
 // ---------------- timers ----------------
 
-// R-PATH-9: another path of the connection was acknowledged after `since`:
-// the peer is alive and answering, so this path's silence is its own.
-static bool others_heard(const Conn& c, uint16_t pi, Time since) {
-    for (uint16_t q = 0; q < c.paths.size(); ++q)
-        if (q != pi && c.paths[q].last_ack > since) return true;
-    return false;
-}
-
 void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     TxPath& p = c.paths[pi];
     ++p.st.timeouts;
-    if (p.consecutive_timeouts == 0 && p.snd_una != p.snd_nxt) p.silent_since = p.ring[p.snd_una & (kPathRing - 1)].sent;
     ++p.consecutive_timeouts;
     if (!p.rto_pending || p.rto_undone) {  // R-TIMER-7: the first timeout of a sequence is what an undo tests
         p.rto_pending = true;
@@ -638,13 +629,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
         // a view reflects the timeout. (Inline, the core has already answered.)
         p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
     }
-    // A path silent while another is heard fails after fail_after_timeouts.
-    // When every path times out, the peer is more likely slow (an overloaded
-    // receiver, 1,000 connections' first flights) than every route broken:
-    // such a path fails only after twice as many (with backoff, about eight
-    // times as long), and R-CONN-6 decides if the peer is gone.
-    const uint32_t limit = others_heard(c, pi, p.silent_since) ? cfg.fail_after_timeouts : 2 * cfg.fail_after_timeouts;
-    if (p.consecutive_timeouts >= limit && p.state == PathStateKind::active) {
+    if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
         // R-PATH-9: retire the path, try a new route for it, and probe it.
         p.state = PathStateKind::failed;
         p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
