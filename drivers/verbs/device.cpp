@@ -172,8 +172,10 @@ int compat_query_device(ibv_context* ctx, ibv_device_attr* attr) {
 }  // namespace
 
 std::vector<DeviceSlot*>& slots() {
-    static std::vector<DeviceSlot*> s = load_slots();
-    return s;
+    // Never destroyed: contexts may be open when the process exits, and the
+    // slots must outlive every other static destructor that might close one.
+    static auto* const s = new std::vector<DeviceSlot*>(load_slots());
+    return *s;
 }
 
 bool is_ours(const ibv_device* d) noexcept { return d && d->_ops._dummy1 == ours_marker; }
