@@ -341,7 +341,8 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     }
     const uint64_t r = crypto_random64();
     c->cookie = uint32_t(r >> 32) ? uint32_t(r >> 32) : 1;  // an accepting end takes the initiator's instead
-    c->entropy_rng = c->cookie ^ uint32_t(r) ^ 0x5bd1e995u;
+    // Deterministic (the simulated fabric's runs are functions of their seed), distinct per connection.
+    c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
     c->st.peer = peer;
@@ -1031,7 +1032,7 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
 
 // R-PATH-9, R-SCHED-5: a re-routed path's new entropy, drawn from the whole
 // 16-bit space by the connection's generator (xorshift32, seeded from the
-// cookie) and never the old value: a driver that maps entropy mod a span of
+// connection id) and never the old value: a driver that maps entropy mod a span of
 // source ports sees each port equally likely, instead of the old
 // entropy + num_paths, which with num_paths dividing the span cycled over
 // span / num_paths ports (two, for 8 paths over 16 ports).
