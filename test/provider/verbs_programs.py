@@ -45,19 +45,23 @@ def config(addr, port, extra):
     return path
 
 
-def run_pair(name, server_args, client_args, extra="", timeout=60, daemon=False):
+def via_mroce_run(conf):
+    return [RUN, "-c", conf]
+
+
+def run_pair(name, server_args, client_args, extra="", timeout=60, daemon=False, launch=via_mroce_run):
     """Server then client (the server's address replaces SERVER in the client's arguments, else comes
     last); returns (ok, client out, server out)."""
     port = next_port()
     sconf, cconf = config("127.0.0.1", port, extra), config("127.0.0.2", port, extra)
-    srv = subprocess.Popen([RUN, "-c", sconf] + server_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = subprocess.Popen(launch(sconf) + server_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.4)
     t0 = time.time()
     try:
         if "SERVER" not in client_args:
             client_args = client_args + ["SERVER"]
         client_args = ["127.0.0.1" if a == "SERVER" else a for a in client_args]
-        cli = subprocess.run([RUN, "-c", cconf] + client_args, stdout=subprocess.PIPE,
+        cli = subprocess.run(launch(cconf) + client_args, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
         cout, crc = cli.stdout, cli.returncode
     except subprocess.TimeoutExpired as e:
@@ -203,6 +207,25 @@ elif CASE == "write-bw-4qp":
     if ok:
         print("    " + " ".join(figures(cout) or []))
         expect("ib_write_bw -q 4", figures(cout) is not None, "no result row")
+elif CASE == "nccl-like":
+    prog, provider = os.path.abspath(sys.argv[3]), os.path.abspath(sys.argv[4])
+    modes = [
+        # mroce-run, NCCL_IBVERBS_LIB removed: dlopen("libibverbs.so") finds the shim directory first.
+        ("under mroce-run, dlopen(libibverbs.so)", lambda conf: [RUN, "-c", conf, "env", "-u", "NCCL_IBVERBS_LIB"]),
+        ("under mroce-run", via_mroce_run),
+        # Nothing but NCCL_IBVERBS_LIB: no preload, no library path.
+        ("NCCL_IBVERBS_LIB only", lambda conf: ["env", "-u", "LD_PRELOAD", "NCCL_IBVERBS_LIB=" + provider,
+                                                "MROCE_CONFIG=" + conf]),
+    ]
+    modes.append(("under mroce-run, 1% loss", via_mroce_run, "inject_loss = 0.01\n"))
+    for label, launch, *extra in modes:
+        p = tcp_port()
+        ok, cout, sout = run_pair("nccl_like " + label, [prog, "server", p], [prog, "client", "SERVER", p],
+                                  "".join(extra), launch=launch)
+        lossy("nccl_like " + label, "".join(extra), cout, sout)
+        print("    " + cout.strip().replace("\n", "\n    "))
+        if ok:
+            expect(label, "READ: verified" in cout and "READ: verified" in sout, "not verified")
 elif CASE == "qperf":
     qperf()
 elif CASE == "loss":
