@@ -237,7 +237,10 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
     for (int attempt = 0; attempt < 64; ++attempt) {
         uint16_t p = udp_port_;
         if (!p || !free_udp_ports(p, 17)) {
-            p = uint16_t(20000 + ((uint32_t(getpid()) * 131u + uint32_t(attempt) * 977u) % 30000u));
+            // 10000-14999: below the kernel's ephemeral range and the ranges other tests of
+            // this project pick their fixed ports from (20000 and up); the suite's sockets
+            // take 15000-19999 (peer.cpp).
+            p = uint16_t(10000 + ((uint32_t(getpid()) * 131u + uint32_t(attempt) * 977u) % 4980u));
             if (!free_udp_ports(p, 17)) continue;
         }
         c.port = p;

@@ -15,18 +15,6 @@ namespace {
 using wire::Opcode;
 using wire::PacketType;
 
-std::string wr(uint64_t id, const Env& e, uint64_t off, uint32_t len) {
-    return "wr=" + std::to_string(id) + " addr=" + hex(e.at(off)) + " len=" + std::to_string(len) +
-           " lkey=" + std::to_string(e.mr.lkey) + " raddr=0x10000 rkey=0x4242";
-}
-
-std::map<std::string, std::string> iut(std::initializer_list<std::pair<const std::string, std::string>> extra) {
-    std::map<std::string, std::string> m = {{"num_paths", "1"}, {"max_payload", "1024"},
-                                            {"initial_rto_us", "1000000"}, {"min_rto_us", "1000000"}};
-    for (const auto& [k, v] : extra) m[k] = v;
-    return m;
-}
-
 Pred any_pkt() {
     return [](const RxPkt&) { return true; };
 }
@@ -56,7 +44,7 @@ void wait_state(Control& ctl, uint32_t conn, const std::string& want, uint32_t t
 CONFORM_TEST(initiator_handshake, "R-CONN-5 R-CONN-11 R-CONN-2 R-CSN-2:random R-CONN-1",
              "the IUT's CONNECT_REQ: from its listening port, dst_conn 0, repeated every connect_retry; a CONNECT_ACK with "
              "another cookie is ignored, the right one establishes, a duplicate changes nothing") {
-    Env e = setup(t, Setup{.iut = iut({{"connect_retry_us", "30000"}}), .connect = false});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"connect_retry_us", "30000"}}), .connect = false});
     const uint32_t conn = uint32_t(parse_u64(t.ctl.call("connect 127.0.0.1 " + std::to_string(e.p().port())).at(0)));
     const auto r1 = e.p().wait(is_ctrl(PacketType::connect_req), 1000 * kMs, "a CONNECT_REQ");
     const auto r2 = e.p().wait(is_ctrl(PacketType::connect_req), 1000 * kMs, "a repeated CONNECT_REQ");
@@ -79,7 +67,7 @@ CONFORM_TEST(initiator_handshake, "R-CONN-5 R-CONN-11 R-CONN-2 R-CSN-2:random R-
     e.p().quiet(is_ctrl(PacketType::connect_req), 70 * kMs, "no CONNECT_REQ once established");
     check(t.ctl.conn_state(conn) == "established", "established after a duplicate CONNECT_ACK", t.ctl.conn_state(conn));
     // Another connection (fresh endpoint): another initial CSN and cookie.
-    Env f = setup(t, Setup{.iut = iut({}), .connect = false});
+    Env f = setup(t, Setup{.iut = iut_cfg({}), .connect = false});
     t.ctl.call("connect 127.0.0.1 " + std::to_string(f.p().port()));
     const auto r3 = f.p().wait(is_ctrl(PacketType::connect_req), 1000 * kMs, "a CONNECT_REQ of a second connection");
     check(r3.pk.connect.initial_csn != r1.pk.connect.initial_csn && r3.pk.connect.cookie != r1.pk.connect.cookie,
@@ -88,12 +76,12 @@ CONFORM_TEST(initiator_handshake, "R-CONN-5 R-CONN-11 R-CONN-2 R-CSN-2:random R-
 
 CONFORM_TEST(connect_gives_up, "R-CONN-5:timeout",
              "unanswered CONNECT_REQs: after conn_timeout the connection is in error and work posted meanwhile fails transport_err") {
-    Env e = setup(t, Setup{.iut = iut({{"connect_retry_us", "20000"}, {"conn_timeout_ms", "150"}}), .connect = false});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"connect_retry_us", "20000"}, {"conn_timeout_ms", "150"}}), .connect = false});
     const uint64_t t0 = now_ns();
     const uint32_t conn = uint32_t(parse_u64(t.ctl.call("connect 127.0.0.1 " + std::to_string(e.p().port())).at(0)));
     t.ctl.stream(conn, 1, e.pd, e.cq, e.cq);
     e.conn = conn;
-    e.post("write", wr(1, e, 0, 64));
+    e.post("write", e.wr(1, 0, 64));
     wait_state(t.ctl, conn, "error", 2000);
     check(now_ns() - t0 >= 140 * kMs, "in error no sooner than conn_timeout (150 ms)", std::to_string((now_ns() - t0) / kMs) + " ms");
     const auto wc = e.completions(1);
@@ -107,10 +95,10 @@ CONFORM_TEST(silent_peer_times_out, "R-CONN-6",
              "posted receives complete transport_err in order") {
     // The peer's last packet is its CONNECT_REQ, sent after t0: the silence is at least now - t0.
     const uint64_t t0 = now_ns();
-    Env e = setup(t, Setup{.iut = iut({{"conn_timeout_ms", "200"}, {"initial_rto_us", "20000"}, {"min_rto_us", "20000"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"conn_timeout_ms", "200"}, {"initial_rto_us", "20000"}, {"min_rto_us", "20000"}})});
     e.post_recv(5, e.at(4096), 64);
-    e.post("write", wr(1, e, 0, 64));
-    e.post("write", wr(2, e, 0, 64));
+    e.post("write", e.wr(1, 0, 64));
+    e.post("write", e.wr(2, 0, 64));
     wait_state(t.ctl, e.conn, "error", 3000);
     check(now_ns() - t0 >= 190 * kMs, "not before conn_timeout (200 ms)", std::to_string((now_ns() - t0) / kMs) + " ms");
     const auto wc = e.completions(3);
@@ -122,7 +110,7 @@ CONFORM_TEST(silent_peer_times_out, "R-CONN-6",
 
 CONFORM_TEST(idle_connection_does_not_time_out, "R-CONN-6:idle",
              "an idle connection with nothing outstanding outlives conn_timeout") {
-    Env e = setup(t, Setup{.iut = iut({{"conn_timeout_ms", "60"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"conn_timeout_ms", "60"}})});
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
     check(t.ctl.conn_state(e.conn) == "established", "still established after 150 ms idle", t.ctl.conn_state(e.conn));
 }
@@ -151,7 +139,7 @@ CONFORM_TEST(duplicate_and_late_connect_req, "R-CONN-4 R-CONN-14:late",
 
 CONFORM_TEST(refusing_incoming, "R-CONN-8",
              "an endpoint not accepting connections drops a CONNECT_REQ silently and counts it") {
-    Env e = setup(t, Setup{.iut = iut({{"accept", "0"}}), .connect = false});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"accept", "0"}}), .connect = false});
     const uint64_t before = counter(t.ctl, "connects_refused");
     e.p().send_raw(e.p().connect_req(ConnParams{}));
     e.p().quiet(any_pkt(), 40 * kMs, "no answer to a refused CONNECT_REQ");
@@ -161,8 +149,8 @@ CONFORM_TEST(refusing_incoming, "R-CONN-8",
 CONFORM_TEST(disconnect_by_iut, "R-CONN-9",
              "disconnect: DISCONNECT from the listening port, at most 3 transmissions connect_retry apart, then closed; the "
              "outstanding WRITE is flushed") {
-    Env e = setup(t, Setup{.iut = iut({{"connect_retry_us", "20000"}})});
-    e.post("write", wr(1, e, 0, 64));
+    Env e = setup(t, Setup{.iut = iut_cfg({{"connect_retry_us", "20000"}})});
+    e.post("write", e.wr(1, 0, 64));
     e.p().wait(is_data(), 1000 * kMs, "the WRITE");
     t.ctl.call("disconnect " + std::to_string(e.conn));
     auto d = e.p().collect(is_ctrl(PacketType::disconnect), 150 * kMs);
@@ -215,7 +203,7 @@ CONFORM_TEST(simultaneous_connect, "R-CONN-14",
              "crossed CONNECT_REQs: with our key larger the IUT answers ours and its connect() handle is established; with "
              "ours smaller the IUT drops ours and waits for its own CONNECT_ACK") {
     for (int ours_larger = 1; ours_larger >= 0; --ours_larger) {
-        Env e = setup(t, Setup{.iut = iut({{"connect_retry_us", "50000"}}), .connect = false});
+        Env e = setup(t, Setup{.iut = iut_cfg({{"connect_retry_us", "50000"}}), .connect = false});
         const uint32_t conn = uint32_t(parse_u64(t.ctl.call("connect 127.0.0.1 " + std::to_string(e.p().port())).at(0)));
         const auto req = e.p().wait(is_ctrl(PacketType::connect_req), 1000 * kMs, "the IUT's CONNECT_REQ");
         ConnParams cp;
@@ -242,7 +230,7 @@ CONFORM_TEST(simultaneous_connect, "R-CONN-14",
 CONFORM_TEST(fair_share_hints, "R-HINT-1 R-HINT-2 R-HINT-3 R-HINT-4 R-HINT-8:passive R-HINT-9",
              "capacity 1 Gbit/s: the first sender's CONNECT_ACK carries it all; the second's half, and the first, which sent "
              "nothing yet, gets an ACK on path 0 with the new half share") {
-    Env e = setup(t, Setup{.iut = iut({{"rx_capacity_mbps", "1000"}}), .connect = false});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"rx_capacity_mbps", "1000"}}), .connect = false});
     Peer a(t.ctl.udp_ip(), t.ctl.udp_port()), b(t.ctl.udp_ip(), t.ctl.udp_port());
     ConnParams ca, cb;
     cb.conn_id = ca.conn_id + 1;
