@@ -172,8 +172,10 @@ int compat_query_device(ibv_context* ctx, ibv_device_attr* attr) {
 }  // namespace
 
 std::vector<DeviceSlot*>& slots() {
-    static std::vector<DeviceSlot*> s = load_slots();
-    return s;
+    // Never destroyed: contexts may be open when the process exits, and the
+    // slots must outlive every other static destructor that might close one.
+    static auto* const s = new std::vector<DeviceSlot*>(load_slots());
+    return *s;
 }
 
 bool is_ours(const ibv_device* d) noexcept { return d && d->_ops._dummy1 == ours_marker; }
@@ -509,14 +511,10 @@ MROCE_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* ev) {
         return f ? f(ctx, ev) : -1;
     }
     Context* c = ctx_of(ctx);
-    // Blocks in read(2), a cancellation point: NCCL cancels its async thread.
+    // Blocks in read(2), a cancellation point (NCCL cancels its async
+    // thread); a signal ends it with -1, as rdma-core's read of async_fd does.
     uint64_t v = 0;
-    for (;;) {
-        const ssize_t r = ::read(c->async_fd, &v, sizeof v);
-        if (r == ssize_t(sizeof v)) break;
-        if (r < 0 && errno == EINTR) continue;
-        return -1;
-    }
+    if (::read(c->async_fd, &v, sizeof v) != ssize_t(sizeof v)) return -1;
     std::lock_guard<std::mutex> g(c->async_mu);
     *ev = c->async_q.front();
     c->async_q.erase(c->async_q.begin());

@@ -5,6 +5,8 @@
 // receive queues (doc/verbs.md), and every other public libibverbs call:
 // those mroce has no meaning for fail on mroce's objects with a documented
 // errno, and go to the real library for a real device's.
+#include <poll.h>
+
 #include <cstring>
 
 #include "exports.hpp"
@@ -303,7 +305,13 @@ MROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_c
     c.dev->stop_driving();  // this thread blocks: the engine thread takes the loop now
     for (;;) {
         uint32_t id = 0;
-        if (!channel_of(ch)->cc->get_event(id)) return -1;
+        if (!channel_of(ch)->cc->get_event(id, 0)) {
+            // As rdma-core's read() of the channel: a signal ends the wait
+            // with -1 (qperf stops its test from a SIGALRM handler this way).
+            pollfd p{ch->fd, POLLIN, 0};
+            if (::poll(&p, 1, -1) < 0 && errno == EINTR) return -1;
+            continue;
+        }
         Cq* q = nullptr;
         {
             auto g = c.dev->lock();

@@ -379,11 +379,36 @@ void Device::set_accept_streams(std::vector<StreamSpec> streams) {
     accept_streams_ = std::move(streams);
 }
 
+// Why a connection to peer failed, in words: the engine's cause and the
+// driver's last network error about the peer since net_errors_before.
+std::string Device::failure_cause(uint32_t conn, uint32_t peer, uint64_t net_errors_before) const {
+    ConnStats cs;
+    std::string why;
+    const Time ms = 1'000'000;
+    if (eng_.conn_stats(conn, cs) == Status::ok) {
+        if (cs.error_cause == ConnErrorCause::connect_unanswered)
+            why = "no CONNECT_ACK after " + std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts in " +
+                  std::to_string(cfg_.engine.conn_timeout / ms) + " ms (conn_timeout_ms)";
+        else if (cs.error_cause == ConnErrorCause::peer_silent)
+            why = "peer silent for " + std::to_string(cs.silent_for / ms) + " ms with work outstanding (conn_timeout_ms " +
+                  std::to_string(cfg_.engine.conn_timeout / ms) + ")";
+        else
+            why = to_string(cs.state);
+    }
+    const Transport::PeerNetError ne = tr_->peer_error(peer);
+    if (ne.count > net_errors_before && !ne.what.empty()) why += "; network: " + ne.what;
+    else if (cs.error_cause == ConnErrorCause::connect_unanswered)
+        why += "; the peer answered nothing (no listener there, or every packet lost)";
+    return why;
+}
+
 Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns) {
     uint32_t peer, conn = 0;
+    uint64_t net_errors_before = 0;
     {
         MaybeLock g(mu_, thr_.joinable());
         peer = tr_->resolve_peer(ip, port);
+        net_errors_before = tr_->peer_error(peer).count;
         // R-CONN-14: connect() may return a connection the peer opened and
         // this device accepted; drained first, so that accept() never returns it too.
         handle_events_locked();
@@ -401,12 +426,21 @@ Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns
             st = eng_.conn_state(conn);
         }
         if (st == ConnState::established) return Connection(this, conn, peer);
-        if (st == ConnState::error || st == ConnState::closed)
-            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": connection " +
-                                  to_string(st));
-        if (now() - start > timeout_ns)
+        if (st == ConnState::error || st == ConnState::closed) {
+            MaybeLock g(mu_, thr_.joinable());
+            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": " +
+                                  failure_cause(conn, peer, net_errors_before));
+        }
+        if (now() - start > timeout_ns) {
+            MaybeLock g(mu_, thr_.joinable());
+            ConnStats cs;
+            (void)eng_.conn_stats(conn, cs);
+            const Transport::PeerNetError ne = tr_->peer_error(peer);
             throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": no answer within " +
-                                  std::to_string(timeout_ns / 1'000'000) + " ms");
+                                  std::to_string(timeout_ns / 1'000'000) + " ms (" +
+                                  std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts)" +
+                                  (ne.count > net_errors_before && !ne.what.empty() ? "; network: " + ne.what : ""));
+        }
         idle(moved);
     }
 }
@@ -568,10 +602,11 @@ ConnState Connection::state() const {
 
 void Connection::check() const {
     const ConnState s = state();
-    if (s == ConnState::error)
-        throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() +
-                              ": peer unreachable (silent past conn_timeout " +
-                              std::to_string(dev_->cfg_.engine.conn_timeout / 1'000'000) + " ms)");
+    if (s == ConnState::error) {
+        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+        throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() + ": " +
+                              dev_->failure_cause(id_, peer_, 0));
+    }
     if (s == ConnState::closed || s == ConnState::closing)
         throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() + ": " + to_string(s));
 }

@@ -45,6 +45,15 @@ const char* to_string(WcStatus s) noexcept {
     return "unknown";
 }
 
+const char* to_string(ConnErrorCause c) noexcept {
+    switch (c) {
+    case ConnErrorCause::none: return "none";
+    case ConnErrorCause::connect_unanswered: return "connect unanswered";
+    case ConnErrorCause::peer_silent: return "peer silent";
+    }
+    return "unknown";
+}
+
 const char* to_string(ConnState s) noexcept {
     switch (s) {
     case ConnState::idle: return "idle";
@@ -429,6 +438,9 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.ctrl.reserve(64 + 2u * (c.num_paths + c.peer_paths));
     c.last_rx = now;
     c.state = ConnState::established;
+    // R-CONN-15: the keepalive sweep runs while a connection is ESTABLISHED.
+    next_sweep = std::min(next_sweep, now + keepalive_interval());
+    next_timer = std::min(next_timer, next_sweep);
     c.st.remote_conn = c.remote_conn;
     // Work posted while CONNECTING (R-CONN-12) is segmented at the negotiated size from here on.
     for (Stream& s : c.streams) {
@@ -931,8 +943,10 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
 
 // R-CONN-6: the connection is lost: every outstanding request and receive
 // completes with transport_err, in order.
-void Engine::Impl::conn_error(Conn& c) {
+void Engine::Impl::conn_error(Conn& c, ConnErrorCause why, Time now) {
     if (c.state == ConnState::error) return;
+    c.st.error_cause = why;
+    c.st.silent_for = c.last_rx ? now - c.last_rx : 0;
     c.state = ConnState::error;
     flush_conn(c, WcStatus::transport_err);
     c.ctrl.clear();

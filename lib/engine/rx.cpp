@@ -105,7 +105,8 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
         const uint16_t pi = pk.common.path_id;
         if (pi >= c->paths.size()) { ++st.rx_bad_path; break; }
         TxPath& p = c->paths[pi];
-        if (p.state == PathStateKind::failed && pk.probe.probe_seq == p.probe_seq) {
+        if (p.state == PathStateKind::failed && pk.probe.probe_seq == p.probe_seq &&
+            pk.probe.probe_seq != kKeepaliveSeq) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
             p.consecutive_timeouts = 0;

@@ -715,3 +715,28 @@ TEST_CASE("what mroce does not offer fails with the documented errno", "[verbs][
     CHECK(ibv_wr_complete(x) == EOPNOTSUPP);
     ibv_destroy_qp(q);
 }
+
+namespace {
+void on_alarm(int) {}
+}
+
+TEST_CASE("a signal ends a blocked ibv_get_cq_event / ibv_get_async_event with -1 (qperf stops its tests so)",
+          "[verbs][events]") {
+    Side s(true, 1);
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm;  // no SA_RESTART
+    struct sigaction old {};
+    REQUIRE(::sigaction(SIGALRM, &sa, &old) == 0);
+    REQUIRE(ibv_req_notify_cq(s.cq, 0) == 0);
+    ::ualarm(100'000, 0);
+    ibv_cq* cq = nullptr;
+    void* cq_ctx = nullptr;
+    errno = 0;
+    CHECK(ibv_get_cq_event(s.ch, &cq, &cq_ctx) == -1);
+    CHECK(errno == EINTR);
+    ::ualarm(100'000, 0);
+    ibv_async_event ae{};
+    CHECK(ibv_get_async_event(s.ctx, &ae) == -1);
+    CHECK(errno == EINTR);
+    ::sigaction(SIGALRM, &old, nullptr);
+}

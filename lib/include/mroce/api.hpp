@@ -188,6 +188,14 @@ public:
     // Peer handle for a remote device's well-known address. Throws Error.
     virtual uint32_t resolve_peer(const std::string& ip, uint16_t port) = 0;
     virtual std::string peer_name(uint32_t peer) const = 0;
+    // The last network error the driver saw about packets to the peer (ICMP
+    // port or host unreachable, a send refused for want of a route), in
+    // words, and how many it has seen: connection errors name their cause.
+    struct PeerNetError {
+        std::string what;   // empty: none
+        uint64_t count = 0;
+    };
+    virtual PeerNetError peer_error(uint32_t) const { return {}; }
     virtual TransportStats stats() const = 0;
     virtual std::string describe() const = 0;
     // Largest IPv4 datagram the link sends unfragmented (the interface's MTU);
@@ -447,6 +455,7 @@ private:
     template <class Wr, class Post>
     Status submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept;
     [[noreturn]] void fail(const char* what, Status s) const;
+    std::string failure_cause(uint32_t conn, uint32_t peer, uint64_t net_errors_before) const;
 
     DeviceConfig cfg_;
     std::unique_ptr<Transport> tr_;
