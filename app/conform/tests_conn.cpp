@@ -115,6 +115,33 @@ CONFORM_TEST(idle_connection_does_not_time_out, "R-CONN-6:idle",
     check(t.ctl.conn_state(e.conn) == "established", "still established after 150 ms idle", t.ctl.conn_state(e.conn));
 }
 
+CONFORM_TEST(keepalive_when_silent, "R-CONN-15",
+             "keepalive_interval 30 ms: a silent peer gets PROBEs with probe_seq 0, no sooner than the interval and at most "
+             "one per interval; answered, the connection stays established") {
+    const uint64_t t0 = now_ns();  // before our CONNECT_REQ, the last packet the IUT hears from us
+    Env e = setup(t, Setup{.iut = iut_cfg({{"keepalive_interval_us", "30000"}})});
+    auto k = e.p().collect(is_ctrl(PacketType::probe), 140 * kMs);
+    check(k.size() >= 2 && k.size() <= 5, "2 to 5 keepalives in 140 ms of silence", std::to_string(k.size()));
+    check(k[0].at - t0 >= 30 * kMs, "the first no sooner than keepalive_interval", std::to_string((k[0].at - t0) / kMs) + " ms");
+    for (size_t i = 0; i < k.size(); ++i) {
+        check(k[i].pk.probe.probe_seq == 0 && k[i].pk.common.path_id < e.p().theirs.num_paths && k[i].ecn == 0,
+              "a PROBE with probe_seq 0 on one of the IUT's paths, Not-ECT", k[i].str());
+        if (i) check(k[i].at - k[i - 1].at >= 22 * kMs, "at most one per interval", std::to_string((k[i].at - k[i - 1].at) / kMs) + " ms");
+    }
+    e.p().send_probe_reply(k.back());
+    check(t.ctl.conn_state(e.conn) == "established", "established", t.ctl.conn_state(e.conn));
+}
+
+CONFORM_TEST(probe_budget, "R-PATH-14",
+             "probe_rate 20/s with keepalives due every 2 ms: in 300 ms of silence at most 2 + 6 PROBEs leave") {
+    Env e = setup(t, Setup{.iut = iut_cfg({{"keepalive_interval_us", "2000"}, {"probe_rate", "20"}})});
+    const uint64_t t0 = now_ns();
+    auto k = e.p().collect(is_ctrl(PacketType::probe), 300 * kMs);
+    const double allowed = 2 + 20.0 * double(now_ns() - t0) / 1e9 + 1;
+    check(k.size() >= 2 && double(k.size()) <= allowed,
+          "between 2 and " + std::to_string(int(allowed)) + " PROBEs (a 20/s bucket of 2)", std::to_string(k.size()));
+}
+
 CONFORM_TEST(duplicate_and_late_connect_req, "R-CONN-4 R-CONN-14:late",
              "a repeated CONNECT_REQ gets the same CONNECT_ACK and no second connection; one with our id and another cookie "
              "is dropped") {
