@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -423,11 +424,13 @@ public:
     // engine thread for the device lock): one loop pass in the caller's
     // thread, after which the engine thread stands by for drive_handoff_us;
     // it takes the loop back when callers stop (or at once after
-    // stop_driving(), before a caller blocks). Manual mode: progress().
-    // drive_locked: the caller holds lock().
+    // stop_driving(), before a caller blocks). The longer callers have been
+    // driving without a break, the longer it naps between looks (a quarter
+    // of that time, at most 1 ms), so a busy poller is not interrupted by
+    // its wake-ups. Manual mode: progress(). drive_locked: the caller holds lock().
     size_t drive();
     size_t drive_locked();
-    void stop_driving() noexcept { driven_until_.store(0, std::memory_order_relaxed); }
+    void stop_driving();
 
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
@@ -484,6 +487,9 @@ private:
 
     std::atomic<bool> stop_{false};
     std::atomic<Time> driven_until_{0};  // the engine thread stands by until then (drive())
+    std::atomic<Time> driving_since_{0};  // start of the callers' current driving run
+    std::mutex nap_mu_;                   // the engine thread's standby naps, cut short by stop_driving()
+    std::condition_variable nap_cv_;
     std::atomic<bool> sleeping_{false};
     std::thread thr_;
 };
