@@ -26,11 +26,6 @@ std::vector<std::string> parse_spec_rules(const std::string& text) {
 
 const std::map<std::string, std::string>& uncovered_reasons() {
     static const std::map<std::string, std::string> r = {
-        {"R-PATH-14", "a per-device budget over many connections' probes: the suite's scripted peer holds one "
-                      "connection, whose probes never approach probe_rate; covered in the engine suite "
-                      "(test_engine_liveness) until a multi-connection conformance test exists"},
-        {"R-CONN-15", "keepalives are sent after keepalive_interval (conn_timeout / 4) of silence: a black-box test "
-                      "would idle the IUT for hundreds of ms per case; covered in the engine suite (test_engine_liveness)"},
         {"R-PATH-7", "a consequence of R-SACK-2 and R-PATH-6 (no behaviour of its own); see R-SACK-2"},
         {"R-SACK-2", "the 256-PSN span binds only when cwnd reaches it with a floor held back by a timeout; on loopback "
                      "the window (max_cwnd 256) binds first, so a peer cannot tell the two limits apart"},
