@@ -341,6 +341,8 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     }
     const uint64_t r = crypto_random64();
     c->cookie = uint32_t(r >> 32) ? uint32_t(r >> 32) : 1;  // an accepting end takes the initiator's instead
+    // Deterministic (the simulated fabric's runs are functions of their seed), distinct per connection.
+    c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
     c->st.peer = peer;
@@ -1028,6 +1030,24 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     cc_feed(c, p, f);
 }
 
+// R-PATH-9, R-SCHED-5: a re-routed path's new entropy, drawn from the whole
+// 16-bit space by the connection's generator (xorshift32, seeded from the
+// connection id) and never the old value: a driver that maps entropy mod a span of
+// source ports sees each port equally likely, instead of the old
+// entropy + num_paths, which with num_paths dividing the span cycled over
+// span / num_paths ports (two, for 8 paths over 16 ports).
+uint16_t Engine::Impl::new_entropy(Conn& c, uint16_t old) {
+    for (;;) {
+        uint32_t x = c.entropy_rng ? c.entropy_rng : 0x9e3779b9u;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        c.entropy_rng = x;
+        const uint16_t e = uint16_t(x >> 16);
+        if (e != old) return e;
+    }
+}
+
 void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
     if (v.gen != p.ccv.gen) {
         ++st.cc_views_stale;  // for an incarnation of the path that is gone
@@ -1041,9 +1061,16 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
     if (cfg.reroute_after_marks && v.rounds != p.rounds_seen) {
         p.rounds_seen = v.rounds;
         p.marked_rounds = v.rounds_since_mark == 0 ? p.marked_rounds + 1 : 0;
-        if (p.marked_rounds >= cfg.reroute_after_marks) {
+        // Only while another path's latest round was unmarked: when every
+        // path is marked the bottleneck is common (the receiver's link, an
+        // incast), and a new route cannot help. A lone path has no witness.
+        bool others_clear = c.paths.size() == 1;
+        for (const TxPath& q : c.paths)  // a live path, acknowledged since its last timeout
+            others_clear |= &q != &p && q.state == PathStateKind::active && q.consecutive_timeouts == 0 &&
+                            q.ccv.rounds_since_mark > 0;
+        if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
             p.marked_rounds = 0;
-            p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+            p.entropy = new_entropy(c, p.entropy);
             ++p.st.rerouted;
         }
     }

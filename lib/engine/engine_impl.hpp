@@ -299,6 +299,7 @@ struct Conn {
     Time handshake_rtt = 0;        // 0: unknown (the CONNECT_REQ was repeated)
     uint32_t ctrl_retries = 0;
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
+    uint32_t entropy_rng = 0;      // draws re-routed paths' entropies (new_entropy)
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
     bool unclaimed = false;        // accepted (R-CONN-8) and not yet returned by a connect() (R-CONN-14)
@@ -621,6 +622,7 @@ struct Engine::Impl {
     // cc: hands one record to the CC core (inline: applies it and its view now).
     bool cc_feed(Conn& c, TxPath& p, const CcFeedback& f);  // false: dropped, queue full
     void apply_view(Conn& c, TxPath& p, const CcView& v);
+    uint16_t new_entropy(Conn& c, uint16_t old);
     // A new incarnation of the path's window (path creation, revival), published at once.
     void cc_fresh(Conn& c, TxPath& p, uint16_t pi);
     Time deadline(Time now) const;

@@ -632,7 +632,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
         // R-PATH-9: retire the path, try a new route for it, and probe it.
         p.state = PathStateKind::failed;
-        p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+        p.entropy = new_entropy(c, p.entropy);
         ++p.st.rerouted;
         p.next_probe = now;
         p.probe_gap = cfg.probe_interval;
@@ -800,7 +800,10 @@ void Engine::Impl::timers(Time now) {
                         ++st.probes_deferred;
                     }
                     const Time gap = std::max<Time>(p.probe_gap, 1);
-                    p.next_probe = now + gap;
+                    // Never sooner than a reply can come back: only the latest
+                    // probe's reply revives (R-PATH-10), so probes faster than
+                    // the round trip would each be overtaken by the next.
+                    p.next_probe = now + std::max<Time>(gap, p.have_rtt ? 2 * p.srtt : 0);
                     p.probe_gap = std::min<Time>(2 * gap, std::max(cfg.probe_max_interval, cfg.probe_interval));
                 }
                 next = std::min(next, p.next_probe);

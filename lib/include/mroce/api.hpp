@@ -92,6 +92,10 @@ inline EngineConfig socket_engine_defaults() {
     e.min_rto = 1'000'000;
     e.initial_rto = 2'000'000;
     e.max_payload = kMaxPayloadAuto;
+    // R-SCHED-5 on by default for devices: on a multi-plane or ECMP fabric a
+    // path left on a marking plane after a failover would otherwise sit at
+    // cwnd 1 (the engine's own default stays 0, as its tests expect).
+    e.reroute_after_marks = 4;
     return e;
 }
 
