@@ -164,6 +164,33 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_d
     return 0;
 }
 
+// MROCE_VERBS_STATS=1: one line of the device's counters on stderr when its
+// last context closes (a verbs program has no other way to show them).
+void report_stats(DeviceSlot& s) {
+    const char* e = std::getenv("MROCE_VERBS_STATS");
+    if (!e || !*e || std::strcmp(e, "0") == 0 || !s.open.dev) return;
+    const EngineStats es = s.open.dev->engine_stats();
+    const DeviceStats ds = s.open.dev->device_stats();
+    uint64_t retransmits = 0, rx_dup = 0;
+    {
+        std::lock_guard<std::mutex> g(s.open.conn_mu);
+        for (auto& [peer, conn] : s.open.conn_of_peer) {
+            try {
+                const ConnStats cs = conn.stats();
+                retransmits += cs.retransmits;
+                rx_dup += cs.duplicates;
+            } catch (const std::exception&) {
+            }
+        }
+    }
+    std::fprintf(stderr,
+                 "mroce-verbs: %s stats: tx_packets %llu rx_packets %llu retransmits %llu duplicates %llu "
+                 "injected_drops %llu injected_ce %llu\n",
+                 s.ibdev.name, (unsigned long long)es.tx_packets, (unsigned long long)es.rx_packets,
+                 (unsigned long long)retransmits, (unsigned long long)rx_dup,
+                 (unsigned long long)ds.injected_drops, (unsigned long long)ds.injected_ce);
+}
+
 int compat_query_device(ibv_context* ctx, ibv_device_attr* attr) {
     fill_device(*ctx_of(ctx), *attr);
     return 0;
@@ -400,6 +427,7 @@ MROCE_EXPORT int ibv_close_device(ibv_context* ctx) {
     {
         std::lock_guard<std::mutex> g(s.mu);
         if (--s.open.refs == 0) {
+            report_stats(s);
             s.open.dev.reset();  // stops the engine thread, closes the sockets
             s.open.qp_of_stream.clear();
             s.open.qp_of_num.clear();

@@ -213,7 +213,10 @@ size_t Device::drive() {
 size_t Device::drive_locked() {
     const Time now = tr_->now();
     if (thr_.joinable()) {
-        if (now >= driven_until_.load(std::memory_order_relaxed)) driving_since_.store(now, std::memory_order_relaxed);
+        // A run of driving ends only after a gap of a millisecond (or a
+        // stop_driving): a poller preempted for a while is still the poller.
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (until == 0 || now > until + 1'000'000) driving_since_.store(now, std::memory_order_relaxed);
         driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
     }
     return step_locked(now);

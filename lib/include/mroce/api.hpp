@@ -429,9 +429,9 @@ public:
     // thread, after which the engine thread stands by for drive_handoff_us;
     // it takes the loop back when callers stop (or at once after
     // stop_driving(), before a caller blocks). The longer callers have been
-    // driving without a break, the longer it naps between looks (a quarter
-    // of that time, at most 1 ms), so a busy poller is not interrupted by
-    // its wake-ups. Manual mode: progress(). drive_locked: the caller holds lock().
+    // driving without a break of a millisecond, the longer it naps between
+    // looks (a quarter of that time, at most 1 ms), so a busy poller is not
+    // interrupted by its wake-ups. Manual mode: progress(). drive_locked: the caller holds lock().
     size_t drive();
     size_t drive_locked();
     void stop_driving();
