@@ -41,6 +41,10 @@ public:
         inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
         return std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
     }
+    PeerNetError peer_error(uint32_t peer) const override {
+        const udp::PeerError e = port_.peer_error(peer);
+        return PeerNetError{udp::describe_peer_error(e.err), e.count};
+    }
     TransportStats stats() const override {
         const auto& s = port_.stats();
         TransportStats t;

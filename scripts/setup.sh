@@ -11,7 +11,7 @@ packages=(
   meson ninja-build g++ pkg-config
   libdpdk-dev libibverbs-dev libfmt-dev catch2 libhwloc-dev
   clang libclang-rt-14-dev
-  ibverbs-utils perftest iperf3
+  ibverbs-utils perftest qperf iperf3
   nftables iproute2 linux-perf python3
 )
 

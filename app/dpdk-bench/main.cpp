@@ -609,7 +609,6 @@ int run_memif(const Opts& o) {
             std::fflush(nullptr);
             ::_exit(rc);
         }
-        ::close(fds[1]);
         struct stat sb{};
         for (int i = 0; i < 1000 && ::stat(sock.c_str(), &sb) != 0; ++i) ::usleep(10 * 1000);
         const pid_t cli = ::fork();
@@ -638,6 +637,7 @@ int run_memif(const Opts& o) {
             std::fflush(nullptr);
             ::_exit(rc);
         }
+        ::close(fds[1]);  // (after both forks: the ping-pong's client reports through it)
         double r[2] = {0, 0}, samples = 0;
         const bool ok = ::read(fds[0], r, sizeof r) == sizeof r && (!o.lat || ::read(fds[0], &samples, sizeof samples) == sizeof samples);
         ::close(fds[0]);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -135,7 +136,8 @@ void usage(FILE* f) {
         "                        path source ports are the next path_port_span ports after it\n"
         "                        (driver udp only: dpdk devices have their own addresses and share -p)\n"
         "  -s, --size BYTES      message size (default 65536; --lat, fadd, cas: 8)\n"
-        "  -n, --iters N         messages in total over all streams (default 5000 unless -D)\n"
+        "  -n, --iters N         messages in total over all streams (default 5000, at most 8 GiB of\n"
+        "                        them but 4 or more, unless -D)\n"
         "  -D, --duration S      run S seconds instead of a message count\n"
         "      --op write|send|read|fadd|cas   operation (default write); fadd and cas are 8-byte\n"
         "                        atomics (as ib_atomic_bw's FETCH_AND_ADD / CMP_AND_SWAP) on one\n"
@@ -279,7 +281,10 @@ Opts parse(int argc, char** argv) {
     if (o.one_buffer_given && o.slots_given) die_usage("--one-buffer and --slots exclude each other");
     if (o.slots_given && o.lat) die_usage("--lat uses one 8-byte buffer; drop --slots");
     o.one_buffer = !o.slots_given && !o.verify && !o.lat;
-    if (!o.iters && o.seconds <= 0) o.iters = o.lat ? 10000 : 5000;
+    // 5,000 messages, but no more than 8 GiB by default: 5,000 messages of
+    // 1 GiB would take over an hour on sockets.
+    if (!o.iters && o.seconds <= 0)
+        o.iters = o.lat ? 10000 : std::clamp<uint64_t>((uint64_t(8) << 30) / std::max<uint64_t>(o.size, 1), 4, 5000);
     return o;
 }
 
@@ -306,6 +311,41 @@ bool check_pattern(const uint8_t* p, size_t len, uint32_t stream, uint32_t slot,
     fill_pattern(scratch.data(), len, stream, slot);
     return std::memcmp(p, scratch.data(), len) == 0;
 }
+
+// Runs work() on a thread of its own while this one keeps the device's
+// progress going, so that local work longer than conn_timeout (allocating,
+// filling or checking a 1 GiB buffer) leaves this end audible: its ACKs and
+// its answers to the peer's keepalives (R-CONN-15) still go out. work() must
+// not call the device.
+template <class F>
+void while_progressing(Device& dev, F&& work) {
+    if (dev.config().progress == ProgressMode::automatic) {  // the engine thread answers
+        work();
+        return;
+    }
+    std::atomic<bool> done{false};
+    std::exception_ptr err;
+    std::thread t([&] {
+        try {
+            work();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        done.store(true, std::memory_order_release);
+    });
+    while (!done.load(std::memory_order_acquire))
+        if (dev.progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    t.join();
+    if (err) std::rethrow_exception(err);
+}
+
+// Large buffers are allocated, filled and checked while progressing; small
+// ones inline (a thread per message would cost more than the work).
+constexpr size_t kBigWork = 16u << 20;
+// How long a peer that is still heard may take to answer a control message:
+// it may be allocating, filling or checking gigabytes. A dead or stuck peer
+// is caught by the silence check (Ctrl::wait), not by this.
+constexpr Time kPeerWorkLimit = 600'000'000'000;
 
 uint32_t default_depth(uint32_t size) { return std::clamp<uint32_t>(uint32_t((4u << 20) / std::max(size, 1u)), 2, 128); }
 
@@ -491,7 +531,7 @@ int run_server(const Opts& o) {
     try {
         Ctrl ctrl{*dev, conn, ccq, cmr, cmem};
         ctrl.post_recvs();
-        const Hello h = ctrl.wait<Hello>("Hello", 10'000'000'000);
+        const Hello h = ctrl.wait<Hello>("Hello", kPeerWorkLimit);
         if (h.streams < 1 || h.streams > kMaxStreams || h.size < 1 || h.depth < 1 || h.depth > 256)
             throw Error("client sent invalid parameters");
         const Op op = Op(h.op);
@@ -499,11 +539,15 @@ int run_server(const Opts& o) {
         if (h.lat) dev->set_tx_order(TxOrder::before_rx);
         const uint32_t slots = op == Op::send ? 2 * h.depth : h.depth;
         const size_t size = h.lat ? 64 : h.size;
-        std::vector<uint8_t> mem(size_t(h.streams) * slots * size + 64);
+        std::vector<uint8_t> mem;
+        while_progressing(*dev, [&] {
+            mem.assign(size_t(h.streams) * slots * size + 64, 0);
+            if (op == Op::read && !h.lat)
+                for (uint32_t s = 0; s < h.streams; ++s)
+                    for (uint32_t k = 0; k < slots; ++k)
+                        fill_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k);
+        });
         const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
-        if (op == Op::read && !h.lat)
-            for (uint32_t s = 0; s < h.streams; ++s)
-                for (uint32_t k = 0; k < slots; ++k) fill_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k);
         for (uint32_t s = 0; s < h.streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
         if (op == Op::send)
             for (uint32_t s = 0; s < h.streams; ++s)
@@ -529,10 +573,15 @@ int run_server(const Opts& o) {
                     const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
                     uint8_t* p = mem.data() + (size_t(s) * slots + k) * size;
                     if (h.verify) {
-                        if (c[i].byte_len != h.size ||
-                            !check_pattern(p, size, s + 1, uint32_t(recvd[s] % h.depth), scratch))
-                            ++mismatches;
-                        std::memset(p, 0, size);  // a stale copy must not pass the next check
+                        bool good = false;
+                        const auto check = [&] {
+                            good = c[i].byte_len == h.size &&
+                                   check_pattern(p, size, s + 1, uint32_t(recvd[s] % h.depth), scratch);
+                            std::memset(p, 0, size);  // a stale copy must not pass the next check
+                        };
+                        if (size >= kBigWork) while_progressing(*dev, check);
+                        else check();
+                        if (!good) ++mismatches;
                     }
                     ++recvd[s];
                     ++received;
@@ -566,9 +615,12 @@ int run_server(const Opts& o) {
                 if (word != d.msgs[s]) ++mismatches;  // each atomic executed exactly once (R-ATOMIC-2)
             }
         if (h.verify && op == Op::write && !h.lat) {
-            for (uint32_t s = 0; s < h.streams; ++s)
-                for (uint32_t k = 0; k < slots && k < d.msgs[s]; ++k)
-                    if (!check_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k, scratch)) ++mismatches;
+            while_progressing(*dev, [&] {
+                for (uint32_t s = 0; s < h.streams; ++s)
+                    for (uint32_t k = 0; k < slots && k < d.msgs[s]; ++k)
+                        if (!check_pattern(mem.data() + (size_t(s) * slots + k) * size, size, s + 1, k, scratch))
+                            ++mismatches;
+            });
         }
         uint64_t want = 0;
         for (uint32_t s = 0; s < h.streams; ++s) want += d.msgs[s];
@@ -647,12 +699,16 @@ int run_client(const Opts& o) {
         const uint32_t streams = o.lat ? 1 : o.streams;
         const uint32_t depth = o.lat ? 1 : (o.depth ? o.depth : default_depth(o.size));
         const size_t size = o.lat ? 64 : o.size;
-        std::vector<uint8_t> mem(size_t(streams) * depth * size + 64);
+        std::vector<uint8_t> mem;
+        while_progressing(*dev, [&] {
+            mem.assign(size_t(streams) * depth * size + 64, 0);
+            if (o.op != Op::read)
+                for (uint32_t s = 0; s < streams; ++s)
+                    for (uint32_t k = 0; k < depth; ++k)
+                        fill_pattern(mem.data() + (size_t(s) * depth + k) * size, size, s + 1, k);
+        });
         const MemoryRegion mr = dev->register_mr(pd, mem.data(), mem.size(), kAllAccess);
         for (uint32_t s = 0; s < streams; ++s) conn.create_stream(s + 1, pd, dcq, dcq);
-        if (o.op != Op::read)
-            for (uint32_t s = 0; s < streams; ++s)
-                for (uint32_t k = 0; k < depth; ++k) fill_pattern(mem.data() + (size_t(s) * depth + k) * size, size, s + 1, k);
 
         Hello h;
         h.op = uint32_t(o.op);
@@ -664,7 +720,7 @@ int run_client(const Opts& o) {
         h.client_rkey = mr.rkey;
         h.client_addr = mr.iova();
         ctrl.send(h);
-        const Reply rep = ctrl.wait<Reply>("Reply", 10'000'000'000);
+        const Reply rep = ctrl.wait<Reply>("Reply", kPeerWorkLimit);
         if (rep.status != 0) throw Error("server refused the test");
         if (o.lat) dev->set_tx_order(TxOrder::before_rx);  // the next ping leaves with the last pong's ACK
 
@@ -735,7 +791,11 @@ int run_client(const Opts& o) {
                             SendWr wr;
                             if (o.op == Op::write) wr = Connection::write_wr(id, mr, laddr, o.size, raddr, rep.rkey);
                             else if (o.op == Op::read) {
-                                if (o.verify) std::memset(slot_ptr(s, k), 0, size);
+                                if (o.verify) {
+                                    uint8_t* const p = slot_ptr(s, k);
+                                    if (size >= kBigWork) while_progressing(*dev, [&] { std::memset(p, 0, size); });
+                                    else std::memset(p, 0, size);
+                                }
                                 wr = Connection::read_wr(id, mr, laddr, o.size, raddr, rep.rkey);
                             } else if (is_atomic(o.op)) {
                                 // Every atomic of a stream targets the stream's first slot at the server.
@@ -762,8 +822,13 @@ int run_client(const Opts& o) {
                     for (size_t i = 0; i < n; ++i) {
                         check_wc(c[i], conn);
                         const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id);
-                        if (o.op == Op::read && o.verify && !check_pattern(slot_ptr(s, k), size, s + 1, k, scratch))
-                            ++mismatches;
+                        if (o.op == Op::read && o.verify) {
+                            bool good = false;
+                            const auto check = [&] { good = check_pattern(slot_ptr(s, k), size, s + 1, k, scratch); };
+                            if (size >= kBigWork) while_progressing(*dev, check);
+                            else check();
+                            if (!good) ++mismatches;
+                        }
                         if (is_atomic(o.op)) {
                             uint64_t got;
                             std::memcpy(&got, slot_ptr(s, k), 8);
@@ -788,7 +853,7 @@ int run_client(const Opts& o) {
         d.streams = streams;
         for (uint32_t s = 0; s < streams; ++s) d.msgs[s] = done[s];
         ctrl.send(d);
-        const Result r = ctrl.wait<Result>("Result", 10'000'000'000);
+        const Result r = ctrl.wait<Result>("Result", kPeerWorkLimit);
         // Its ACK leaves now (the native API acknowledges at the start of the
         // next pass, with whatever was posted meanwhile): the server completes
         // and closes while the report is printed, not while we close too (a

@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <linux/errqueue.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -176,6 +177,9 @@ int UdpPort::open_socket(uint16_t port, uint16_t local_path, std::string* err) {
     // DF on every datagram and no local fragmentation (R-SEG-4): a datagram
     // above the interface's MTU fails with EMSGSIZE instead of leaving in
     // fragments that ECMP cannot hash and one loss of which loses the segment.
+    // ICMP errors for what this socket sends (port or host unreachable) go
+    // to its error queue, so a connection that fails can say why (drain_errors).
+    if (setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof one) < 0) return fail("setsockopt(IP_RECVERR)");
     int pmtu = IP_PMTUDISC_PROBE;
     if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) < 0) return fail("setsockopt(IP_MTU_DISCOVER)");
     if (gro_ && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) < 0) {
@@ -235,6 +239,7 @@ uint32_t UdpPort::add_peer(const sockaddr_in& in) {
     if (auto it = peer_by_addr_.find(k); it != peer_by_addr_.end()) return it->second;
     const uint32_t h = uint32_t(peers_.size());
     peers_.push_back(sa);
+    peer_err_.resize(peers_.size());
     peer_by_addr_.emplace(k, h);
     return h;
 }
@@ -411,9 +416,60 @@ void UdpPort::send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, 
                                       addr_str(peers_[pkts[idx[mf]].peer].sin_addr,
                                                ntohs(peers_[pkts[idx[mf]].peer].sin_port)),
                                       errno_str(e));
+            note_peer_error(peers_[pkts[idx[mf]].peer], e);
             drop_range(mf, mf + tx_msg_count_[done]);
             ++done;
         }
+    }
+}
+
+void UdpPort::drain_errors(size_t si) {
+    for (int i = 0; i < 64; ++i) {
+        sockaddr_in dst{};
+        uint8_t data[64];
+        alignas(cmsghdr) uint8_t ctrl[256];
+        iovec iov{data, sizeof data};
+        msghdr h{};
+        h.msg_name = &dst;
+        h.msg_namelen = sizeof dst;
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = ctrl;
+        h.msg_controllen = sizeof ctrl;
+        if (recvmsg(socks_[si].fd, &h, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+            if (i == 0) ++st_.rx_errors;  // an error that left nothing queued
+            return;
+        }
+        for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+            if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) continue;
+            sock_extended_err ee{};
+            std::memcpy(&ee, CMSG_DATA(c), sizeof ee);
+            // Local PMTU reports (EMSGSIZE) are the send's own business (R-SEG-4).
+            if (ee.ee_errno != EMSGSIZE) note_peer_error(dst, int(ee.ee_errno));
+        }
+    }
+}
+
+void UdpPort::note_peer_error(const sockaddr_in& dst, int err) {
+    ++st_.net_errors;
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = dst.sin_addr;
+    sa.sin_port = dst.sin_port;
+    const auto it = peer_by_addr_.find(key(sa));
+    if (it == peer_by_addr_.end() || it->second >= peer_err_.size()) return;
+    PeerError& pe = peer_err_[it->second];
+    pe.err = err;
+    ++pe.count;
+}
+
+std::string describe_peer_error(int err) {
+    switch (err) {
+    case 0: return {};
+    case ECONNREFUSED: return "ICMP port unreachable: no mroce device listens on that address and port";
+    case EHOSTUNREACH: return "no route to host (EHOSTUNREACH: the host or its link does not answer)";
+    case ENETUNREACH: return "no route to the network (ENETUNREACH: the routing table has none)";
+    default: return errno_str(err);
     }
 }
 
@@ -465,7 +521,9 @@ size_t UdpPort::recv_sock(size_t si, size_t first, size_t vlen, size_t& produced
     const int r = recvmmsg(socks_[si].fd, &rx_msg_[first], unsigned(vlen), MSG_DONTWAIT, nullptr);
     ++st_.rx_syscalls;
     if (r <= 0) {
-        if (r < 0 && !is_wouldblock(errno) && errno != EINTR) ++st_.rx_errors;
+        // A pending ICMP error is returned once by the receive; its details
+        // wait in the error queue, which keeps epoll reporting EPOLLERR until read.
+        if (r < 0 && !is_wouldblock(errno) && errno != EINTR) drain_errors(si);
         return 0;
     }
     for (size_t b = first; b < first + size_t(r); ++b) {

@@ -6,11 +6,14 @@
 // (knobs applied to every device) and [device NAME]. Parsed here by hand so the
 // library takes no dependency for it.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -55,6 +58,15 @@ bool parse_bool(const Where& w, const std::string& v) {
     w.bad("expected true or false", v);
 }
 
+// A probability: a decimal fraction in [0, 1].
+double parse_probability(const Where& w, const std::string& v) {
+    errno = 0;
+    char* end = nullptr;
+    const double x = v.empty() ? -1 : std::strtod(v.c_str(), &end);
+    if (v.empty() || errno || *end || !(x >= 0 && x <= 1)) w.bad("expected a probability in 0..1", v);
+    return x;
+}
+
 // Engine knobs: valid in [engine] (every device) and in [device NAME] (that one).
 bool engine_key(const Where& w, const std::string& k, const std::string& v, EngineConfig& e) {
     constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
@@ -81,6 +93,9 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     else if (k == "max_rto_us") e.max_rto = parse_uint(w, v, 1, 600'000'000) * 1000;
     else if (k == "fail_after_timeouts") e.fail_after_timeouts = uint32_t(parse_uint(w, v, 1, 1000));
     else if (k == "probe_interval_us") e.probe_interval = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "probe_max_interval_us") e.probe_max_interval = parse_uint(w, v, 1, 60'000'000) * 1000;
+    else if (k == "probe_rate") e.probe_rate = uint32_t(parse_uint(w, v, 0, 10'000'000));
+    else if (k == "keepalive_ms") e.keepalive_interval = parse_uint(w, v, 0, 3'600'000) * 1'000'000;
     else if (k == "conn_timeout_ms") e.conn_timeout = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
     else if (k == "connect_retry_ms") e.connect_retry = parse_uint(w, v, 1, 60'000) * 1'000'000;
     else if (k == "hint_interval_us") e.hint_interval = parse_uint(w, v, 0, 60'000'000) * 1000;
@@ -186,9 +201,14 @@ bool device_key(const Where& w, const std::string& k, const std::string& v, Devi
         else w.bad("expected manual or auto", v);
     } else if (k == "spin_us") d.spin_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else if (k == "spin_yield") d.spin_yield = parse_bool(w, v);
+    else if (k == "drive_handoff_us") d.drive_handoff_us = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else if (k == "rx_batch") d.rx_batch = uint32_t(parse_uint(w, v, 1, 1024));
     else if (k == "gso") d.gso = parse_bool(w, v);
     else if (k == "gro") d.gro = parse_bool(w, v);
+    else if (k == "verbs_part_id") d.verbs_part_id = uint32_t(parse_uint(w, v, 0, 0xffffffffu));
+    else if (k == "inject_loss") d.inject_loss = parse_probability(w, v);
+    else if (k == "inject_ce") d.inject_ce = parse_probability(w, v);
+    else if (k == "inject_seed") d.inject_seed = parse_uint(w, v, 0, std::numeric_limits<uint64_t>::max());
     else if (dpdk_key(w, k, v, d.dpdk)) return true;
     else return engine_key(w, k, v, d.engine);
     return true;
@@ -202,6 +222,7 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
     if (base + d.path_port_span - 1 > 65535) bad("path_port_span", "path ports run past 65535");
     if (d.port >= base && d.port < base + d.path_port_span) bad("path_port_base", "path ports overlap the listen port");
     if (d.engine.min_rto > d.engine.max_rto) bad("min_rto_us", "larger than max_rto_us");
+    if (d.engine.probe_interval > d.engine.probe_max_interval) bad("probe_interval_us", "larger than probe_max_interval_us");
     if (d.driver == "dpdk") {
         const DpdkDeviceConfig& p = d.dpdk;
         if (p.rx_data_room && p.rx_data_room <= 128)
@@ -237,6 +258,12 @@ Config parse_config(std::string_view text, const std::string& origin) {
     std::vector<Kv> engine_kvs;
     std::vector<std::pair<std::string, std::vector<Kv>>> devs;
     enum { none, engine, device } sec = none;
+    size_t engine_line = 0;   // where [engine] was opened (a second one is refused)
+    std::vector<size_t> dev_lines;
+    // Keys of the section being read, with their lines: a key given twice
+    // would otherwise silently take the last value.
+    std::map<std::string, size_t> keys_seen;
+    std::string sec_name;
     size_t lineno = 0;
     std::istringstream in{std::string(text)};
     std::string raw;
@@ -248,16 +275,26 @@ Config parse_config(std::string_view text, const std::string& origin) {
             if (line.back() != ']')
                 throw ConfigError(origin + ":" + std::to_string(lineno) + ": section header without ']'");
             const std::string name = trim(std::string_view(line).substr(1, line.size() - 2));
-            if (name == "engine") sec = engine;
-            else if (name == "device" || name.rfind("device ", 0) == 0 || name.rfind("device\t", 0) == 0) {
+            keys_seen.clear();
+            if (name == "engine") {
+                if (engine_line)
+                    throw ConfigError(origin + ":" + std::to_string(lineno) +
+                                      ": section [engine] repeated (first at line " + std::to_string(engine_line) +
+                                      "); give each key once, in one [engine]");
+                engine_line = lineno;
+                sec = engine;
+                sec_name = "[engine]";
+            } else if (name == "device" || name.rfind("device ", 0) == 0 || name.rfind("device\t", 0) == 0) {
                 std::string dn = trim(std::string_view(name).substr(6));
                 if (dn.empty()) dn = "default";
-                for (const auto& d : devs)
-                    if (d.first == dn)
+                for (size_t i = 0; i < devs.size(); ++i)
+                    if (devs[i].first == dn)
                         throw ConfigError(origin + ":" + std::to_string(lineno) + ": device '" + dn +
-                                          "' defined twice");
+                                          "' defined twice (first at line " + std::to_string(dev_lines[i]) + ")");
                 devs.emplace_back(dn, std::vector<Kv>{});
+                dev_lines.push_back(lineno);
                 sec = device;
+                sec_name = "[device " + dn + "]";
             } else
                 throw ConfigError(origin + ":" + std::to_string(lineno) + ": unknown section [" + name +
                                   "] (expected [engine] or [device NAME])");
@@ -273,6 +310,9 @@ Config parse_config(std::string_view text, const std::string& origin) {
         if (sec == none)
             throw ConfigError(origin + ":" + std::to_string(lineno) + ": key '" + k +
                               "' outside a section ([engine] or [device NAME])");
+        if (const auto [it, fresh] = keys_seen.emplace(k, lineno); !fresh)
+            throw ConfigError(origin + ":" + std::to_string(lineno) + ": key '" + k + "': repeated in " + sec_name +
+                              " (first at line " + std::to_string(it->second) + ")");
         if (sec == engine) {
             EngineConfig scratch;
             if (!engine_key(Where{origin, lineno, k}, k, v, scratch))
@@ -305,11 +345,37 @@ Config parse_config(std::string_view text, const std::string& origin) {
 }
 
 Config load_config_file(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw ConfigError(path + ": cannot read configuration file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_config(ss.str(), path);
+    // open + fstat + read rather than an ifstream: a stream opens a directory
+    // and reads it as an empty file (every key at its default), and says
+    // nothing of why a file could not be read.
+    const auto fail = [&](const std::string& why) -> Config {
+        throw ConfigError(path + ": cannot read configuration file: " + why);
+    };
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(std::strerror(errno));
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat sb{};
+    if (::fstat(fd, &sb) != 0) return fail(std::strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return fail("it is a directory");
+    if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode) && !S_ISCHR(sb.st_mode))
+        return fail("not a regular file");
+    std::string text;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            text.append(buf, size_t(n));
+            if (text.size() > (16u << 20)) return fail("larger than 16 MiB");
+        } else if (n == 0) {
+            break;
+        } else if (errno != EINTR) {
+            return fail(std::strerror(errno));
+        }
+    }
+    return parse_config(text, path);
 }
 
 Config load_config(const std::string& path) {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
+#include <sys/prctl.h>
+
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -76,7 +78,11 @@ Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
 
 Device::~Device() {
     if (thr_.joinable()) {
-        stop_ = true;
+        {
+            std::lock_guard<std::mutex> l(nap_mu_);
+            stop_ = true;
+        }
+        nap_cv_.notify_one();
         tr_->wake();
         thr_.join();
     }
@@ -89,10 +95,23 @@ void Device::kick() noexcept {
 }
 
 void Device::engine_thread() {
+    // Its naps while callers drive are short: the default 50 us timer slack
+    // would make each one at least that long.
+    ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
     while (!stop_.load(std::memory_order_relaxed)) {
         size_t moved;
         Time deadline;
         Time now = tr_->now();
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (now < until) {  // a caller drives the loop: stand by
+            const Time run = now - driving_since_.load(std::memory_order_relaxed);
+            const Time nap = std::min<Time>(std::max<Time>(until - now, run / 4), 1'000'000);
+            std::unique_lock<std::mutex> l(nap_mu_);
+            nap_cv_.wait_for(l, std::chrono::nanoseconds(nap), [this] {
+                return stop_.load(std::memory_order_relaxed) || driven_until_.load(std::memory_order_relaxed) == 0;
+            });
+            continue;
+        }
         {
             std::lock_guard<std::mutex> g(mu_);
             moved = step_locked(now);
@@ -177,8 +196,10 @@ void Device::handle_events_locked() {
                 incoming_.push_back(ev[i]);
             } else if (ev[i].kind == EventKind::error || ev[i].kind == EventKind::closed) {
                 failures_.push_back(ev[i]);
+                if (event_listener_) event_listener_(ev[i]);
             } else if (ev[i].kind == EventKind::srq_limit) {
                 srq_events_.push_back(ev[i].srq);
+                if (event_listener_) event_listener_(ev[i]);
             }
         }
     }
@@ -187,6 +208,31 @@ void Device::handle_events_locked() {
 void Device::set_tx_order(TxOrder o) {
     MaybeLock g(mu_, thr_.joinable());
     loop_.set_tx_order(o);
+}
+
+size_t Device::drive() {
+    MaybeLock g(mu_, true);
+    return drive_locked();
+}
+
+size_t Device::drive_locked() {
+    const Time now = tr_->now();
+    if (thr_.joinable()) {
+        // A run of driving ends only after a gap of a millisecond (or a
+        // stop_driving): a poller preempted for a while is still the poller.
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (until == 0 || now > until + 1'000'000) driving_since_.store(now, std::memory_order_relaxed);
+        driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+    }
+    return step_locked(now);
+}
+
+void Device::stop_driving() {
+    {
+        std::lock_guard<std::mutex> l(nap_mu_);
+        driven_until_.store(0, std::memory_order_relaxed);
+    }
+    nap_cv_.notify_one();
 }
 
 size_t Device::progress() {
@@ -283,11 +329,43 @@ uint32_t Device::create_srq(uint32_t pd, uint32_t depth) {
 }
 
 bool Device::try_post_srq_recv(uint32_t srq, const RecvWr& wr) {
-    MaybeLock g(mu_, thr_.joinable());
-    const Status s = eng_.post_srq_recv(srq, wr);
+    size_t posted = 0;
+    const Status s = submit_srq_recvs(srq, &wr, 1, posted);
     if (s == Status::queue_full) return false;
     if (s != Status::ok) fail(("post_srq_recv on srq " + std::to_string(srq)).c_str(), s);
     return true;
+}
+
+// The one place the engine's post calls are made for the API (a template
+// over the engine call, so sends, receives and SRQ receives share the
+// locking, the notification and the wake-up).
+template <class Wr, class Post>
+Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept {
+    Status s = Status::ok;
+    posted = 0;
+    {
+        MaybeLock g(mu_, thr_.joinable());
+        while (posted < n && (s = post(wrs[posted])) == Status::ok) ++posted;
+        deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+        // A caller that drives the loop and posts between its polls is still driving.
+        if (thr_.joinable()) {
+            const Time now = tr_->now();
+            if (now < driven_until_.load(std::memory_order_relaxed))
+                driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+        }
+    }
+    if (wake && posted) kick();
+    return s;
+}
+
+Status Device::submit_sends(uint32_t conn, uint32_t stream, const SendWr* wrs, size_t n, size_t& posted) noexcept {
+    return submit(wrs, n, posted, true, [&](const SendWr& w) { return eng_.post_send(conn, stream, w); });
+}
+Status Device::submit_recvs(uint32_t conn, uint32_t stream, const RecvWr* wrs, size_t n, size_t& posted) noexcept {
+    return submit(wrs, n, posted, false, [&](const RecvWr& w) { return eng_.post_recv(conn, stream, w); });
+}
+Status Device::submit_srq_recvs(uint32_t srq, const RecvWr* wrs, size_t n, size_t& posted) noexcept {
+    return submit(wrs, n, posted, false, [&](const RecvWr& w) { return eng_.post_srq_recv(srq, w); });
 }
 
 void Device::post_srq_recv(uint32_t srq, const RecvWr& wr) {
@@ -325,16 +403,46 @@ void Device::destroy_srq(uint32_t srq) {
     if (s != Status::ok) fail("destroy_srq", s);
 }
 
+void Device::set_event_listener(std::function<void(const ConnEvent&)> f) {
+    MaybeLock g(mu_, thr_.joinable());
+    event_listener_ = std::move(f);
+}
+
 void Device::set_accept_streams(std::vector<StreamSpec> streams) {
     MaybeLock g(mu_, thr_.joinable());
     accept_streams_ = std::move(streams);
 }
 
+// Why a connection to peer failed, in words: the engine's cause and the
+// driver's last network error about the peer since net_errors_before.
+std::string Device::failure_cause(uint32_t conn, uint32_t peer, uint64_t net_errors_before) const {
+    ConnStats cs;
+    std::string why;
+    const Time ms = 1'000'000;
+    if (eng_.conn_stats(conn, cs) == Status::ok) {
+        if (cs.error_cause == ConnErrorCause::connect_unanswered)
+            why = "no CONNECT_ACK after " + std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts in " +
+                  std::to_string(cfg_.engine.conn_timeout / ms) + " ms (conn_timeout_ms)";
+        else if (cs.error_cause == ConnErrorCause::peer_silent)
+            why = "peer silent for " + std::to_string(cs.silent_for / ms) + " ms with work outstanding (conn_timeout_ms " +
+                  std::to_string(cfg_.engine.conn_timeout / ms) + ")";
+        else
+            why = to_string(cs.state);
+    }
+    const Transport::PeerNetError ne = tr_->peer_error(peer);
+    if (ne.count > net_errors_before && !ne.what.empty()) why += "; network: " + ne.what;
+    else if (cs.error_cause == ConnErrorCause::connect_unanswered)
+        why += "; the peer answered nothing (no listener there, or every packet lost)";
+    return why;
+}
+
 Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns) {
     uint32_t peer, conn = 0;
+    uint64_t net_errors_before = 0;
     {
         MaybeLock g(mu_, thr_.joinable());
         peer = tr_->resolve_peer(ip, port);
+        net_errors_before = tr_->peer_error(peer).count;
         // R-CONN-14: connect() may return a connection the peer opened and
         // this device accepted; drained first, so that accept() never returns it too.
         handle_events_locked();
@@ -352,12 +460,21 @@ Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns
             st = eng_.conn_state(conn);
         }
         if (st == ConnState::established) return Connection(this, conn, peer);
-        if (st == ConnState::error || st == ConnState::closed)
-            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": connection " +
-                                  to_string(st));
-        if (now() - start > timeout_ns)
+        if (st == ConnState::error || st == ConnState::closed) {
+            MaybeLock g(mu_, thr_.joinable());
+            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": " +
+                                  failure_cause(conn, peer, net_errors_before));
+        }
+        if (now() - start > timeout_ns) {
+            MaybeLock g(mu_, thr_.joinable());
+            ConnStats cs;
+            (void)eng_.conn_stats(conn, cs);
+            const Transport::PeerNetError ne = tr_->peer_error(peer);
             throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": no answer within " +
-                                  std::to_string(timeout_ns / 1'000'000) + " ms");
+                                  std::to_string(timeout_ns / 1'000'000) + " ms (" +
+                                  std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts)" +
+                                  (ne.count > net_errors_before && !ne.what.empty() ? "; network: " + ne.what : ""));
+        }
         idle(moved);
     }
 }
@@ -428,17 +545,19 @@ void Connection::destroy_stream(uint32_t stream_id) {
     if (s != Status::ok) dev_->fail(("destroy_stream " + std::to_string(stream_id)).c_str(), s);
 }
 
-bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
-    Status s;
+void Connection::set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic) {
     {
         MaybeLock g(dev_->mu_, dev_->thr_.joinable());
-        s = dev_->eng_.post_send(id_, stream_id, wr);
-        dev_->deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+        const Status s = dev_->eng_.set_stream_max_rd_atomic(id_, stream_id, max_rd_atomic);
+        if (s != Status::ok) dev_->fail(("set_max_rd_atomic on stream " + std::to_string(stream_id)).c_str(), s);
     }
-    if (s == Status::ok) {
-        dev_->kick();
-        return true;
-    }
+    dev_->kick();
+}
+
+bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
+    size_t posted = 0;
+    const Status s = dev_->submit_sends(id_, stream_id, &wr, 1, posted);
+    if (s == Status::ok) return true;
     if (s == Status::queue_full) return false;
     if (s == Status::bad_state) {
         check();
@@ -448,12 +567,8 @@ bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
 }
 
 bool Connection::try_post_recv(uint32_t stream_id, const RecvWr& wr) {
-    Status s;
-    {
-        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
-        s = dev_->eng_.post_recv(id_, stream_id, wr);
-        dev_->deliver_cq_events_locked();
-    }
+    size_t posted = 0;
+    const Status s = dev_->submit_recvs(id_, stream_id, &wr, 1, posted);
     if (s == Status::ok) return true;
     if (s == Status::queue_full) return false;
     if (s == Status::bad_state) check();
@@ -521,10 +636,11 @@ ConnState Connection::state() const {
 
 void Connection::check() const {
     const ConnState s = state();
-    if (s == ConnState::error)
-        throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() +
-                              ": peer unreachable (silent past conn_timeout " +
-                              std::to_string(dev_->cfg_.engine.conn_timeout / 1'000'000) + " ms)");
+    if (s == ConnState::error) {
+        MaybeLock g(dev_->mu_, dev_->thr_.joinable());
+        throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() + ": " +
+                              dev_->failure_cause(id_, peer_, 0));
+    }
     if (s == ConnState::closed || s == ConnState::closing)
         throw ConnectionError("connection " + std::to_string(id_) + " to " + peer_name() + ": " + to_string(s));
 }

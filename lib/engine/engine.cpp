@@ -45,6 +45,15 @@ const char* to_string(WcStatus s) noexcept {
     return "unknown";
 }
 
+const char* to_string(ConnErrorCause c) noexcept {
+    switch (c) {
+    case ConnErrorCause::none: return "none";
+    case ConnErrorCause::connect_unanswered: return "connect unanswered";
+    case ConnErrorCause::peer_silent: return "peer silent";
+    }
+    return "unknown";
+}
+
 const char* to_string(ConnState s) noexcept {
     switch (s) {
     case ConnState::idle: return "idle";
@@ -121,6 +130,12 @@ uint32_t Engine::alloc_pd() { return impl_->next_pd++; }
 
 Status Engine::register_mr(uint32_t pd, void* addr, uint64_t length, uint32_t access, MrInfo& out) {
     if (pd == 0 || pd >= impl_->next_pd) return Status::no_such_object;
+    if (impl_->cfg.test_mutation == TestMutation::no_rkey_bounds) [[unlikely]] {
+        // TEST ONLY: the region's range check lets kMutationSlack bytes past its end through.
+        const Status s = impl_->mrs.add(pd, addr, length + kMutationSlack, access, out);
+        out.length = length;
+        return s;
+    }
     return impl_->mrs.add(pd, addr, length, access, out);
 }
 
@@ -328,6 +343,8 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     }
     const uint64_t r = crypto_random64();
     c->cookie = uint32_t(r >> 32) ? uint32_t(r >> 32) : 1;  // an accepting end takes the initiator's instead
+    // Deterministic (the simulated fabric's runs are functions of their seed), distinct per connection.
+    c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
     c->st.peer = peer;
@@ -425,6 +442,9 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.ctrl.reserve(64 + 2u * (c.num_paths + c.peer_paths));
     c.last_rx = now;
     c.state = ConnState::established;
+    // R-CONN-15: the keepalive sweep runs while a connection is ESTABLISHED.
+    next_sweep = std::min(next_sweep, now + keepalive_interval());
+    next_timer = std::min(next_timer, next_sweep);
     c.st.remote_conn = c.remote_conn;
     // Work posted while CONNECTING (R-CONN-12) is segmented at the negotiated size from here on.
     for (Stream& s : c.streams) {
@@ -530,6 +550,17 @@ Status Engine::set_stream_error(uint32_t conn, uint32_t stream_id) {
     I.wake(*c);
     // R-STREAM-12: every outstanding send WR (all are later than sq_head - 1) flushes.
     if (!s->error) I.stream_error(*c, *s, s->sq_head - 1, WcStatus::wr_flush_err);
+    return Status::ok;
+}
+
+Status Engine::set_stream_max_rd_atomic(uint32_t conn, uint32_t stream_id, uint32_t max_rd_atomic) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    Stream* s = c->find_local(stream_id);
+    if (!s) return Status::no_such_object;
+    s->rd_max = max_rd_atomic ? max_rd_atomic : UINT32_MAX;
+    I.wake(*c);  // a larger limit may release READs waiting for it
     return Status::ok;
 }
 
@@ -982,8 +1013,10 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
 
 // R-CONN-6: the connection is lost: every outstanding request and receive
 // completes with transport_err, in order.
-void Engine::Impl::conn_error(Conn& c) {
+void Engine::Impl::conn_error(Conn& c, ConnErrorCause why, Time now) {
     if (c.state == ConnState::error) return;
+    c.st.error_cause = why;
+    c.st.silent_for = c.last_rx ? now - c.last_rx : 0;
     c.state = ConnState::error;
     flush_conn(c, WcStatus::transport_err);
     c.ctrl.clear();
@@ -1065,6 +1098,24 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     cc_feed(c, p, f);
 }
 
+// R-PATH-9, R-SCHED-5: a re-routed path's new entropy, drawn from the whole
+// 16-bit space by the connection's generator (xorshift32, seeded from the
+// connection id) and never the old value: a driver that maps entropy mod a span of
+// source ports sees each port equally likely, instead of the old
+// entropy + num_paths, which with num_paths dividing the span cycled over
+// span / num_paths ports (two, for 8 paths over 16 ports).
+uint16_t Engine::Impl::new_entropy(Conn& c, uint16_t old) {
+    for (;;) {
+        uint32_t x = c.entropy_rng ? c.entropy_rng : 0x9e3779b9u;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        c.entropy_rng = x;
+        const uint16_t e = uint16_t(x >> 16);
+        if (e != old) return e;
+    }
+}
+
 void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
     if (v.gen != p.ccv.gen) {
         ++st.cc_views_stale;  // for an incarnation of the path that is gone
@@ -1078,9 +1129,16 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
     if (cfg.reroute_after_marks && v.rounds != p.rounds_seen) {
         p.rounds_seen = v.rounds;
         p.marked_rounds = v.rounds_since_mark == 0 ? p.marked_rounds + 1 : 0;
-        if (p.marked_rounds >= cfg.reroute_after_marks) {
+        // Only while another path's latest round was unmarked: when every
+        // path is marked the bottleneck is common (the receiver's link, an
+        // incast), and a new route cannot help. A lone path has no witness.
+        bool others_clear = c.paths.size() == 1;
+        for (const TxPath& q : c.paths)  // a live path, acknowledged since its last timeout
+            others_clear |= &q != &p && q.state == PathStateKind::active && q.consecutive_timeouts == 0 &&
+                            q.ccv.rounds_since_mark > 0;
+        if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
             p.marked_rounds = 0;
-            p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+            p.entropy = new_entropy(c, p.entropy);
             ++p.st.rerouted;
         }
     }

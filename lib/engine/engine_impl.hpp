@@ -20,6 +20,7 @@
 namespace mroce {
 
 inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight span per path
+inline constexpr uint32_t kKeepaliveSeq = 0;           // probe_seq of a keepalive PROBE (R-CONN-15)
 inline constexpr uint32_t kMaxCtrlQueue = 4096;         // control items held per connection (NAKs beyond: dropped)
 
 // ---- sender side ----
@@ -55,6 +56,7 @@ struct TxPath {
     bool rto_undone = false;
     uint32_t probe_seq = 0;
     Time next_probe = 0;
+    Time probe_gap = 0;          // current re-probe interval of a failed path (R-PATH-11 backoff)
     Time srtt = 0;
     Time rttvar = 0;
     Time rto = 0;
@@ -291,11 +293,14 @@ struct Conn {
     uint32_t peer_depth = 0;
     uint32_t fair_idx = 0;
     Time last_rx = 0;
+    Time next_keepalive = 0;       // R-CONN-15: the earliest next keepalive
+    uint16_t keepalive_path = 0;   // keepalives take the paths in turn
     Time next_ctrl_retry = 0;
     Time connect_sent = 0;         // first CONNECT_REQ transmission (R-HINT-8)
     Time handshake_rtt = 0;        // 0: unknown (the CONNECT_REQ was repeated)
     uint32_t ctrl_retries = 0;
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
+    uint32_t entropy_rng = 0;      // draws re-routed paths' entropies (new_entropy)
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
     bool unclaimed = false;        // accepted (R-CONN-8) and not yet returned by a connect() (R-CONN-14)
@@ -448,6 +453,14 @@ struct Engine::Impl {
     FairShare fair;
     Time next_timer = 0;
     Time last_now = 0;
+    // R-CONN-15: keepalives are looked for by one sweep over the
+    // connections every keepalive_interval / 4, so idle connections stay off
+    // the timed list. kNever while no connection is ESTABLISHED.
+    Time next_sweep = ~Time(0);
+    // R-PATH-14: the device's probe budget (tokens, refilled at probe_rate).
+    double probe_tokens = 0;
+    Time probe_refill = 0;
+    bool probe_budget_started = false;
     Time next_hint_update = 0;
     uint32_t rr_conn = 0;
     // Connection indices that tx_burst, next_deadline and tx_pending visit
@@ -583,7 +596,7 @@ struct Engine::Impl {
     // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
     [[gnu::always_inline]] inline bool place_next_write(Conn& c, const wire::Packet& pk);
-    [[gnu::noinline]] void not_placed(Conn& c, const wire::DataHeader& d, Placed res);
+    [[gnu::noinline]] bool not_placed(Conn& c, const wire::DataHeader& d, Placed res);
     [[gnu::noinline]] static void split_copy(uint8_t* dst, const wire::Packet& pk);
     [[gnu::noinline]] bool place_in_list(const LocalSeg* e, uint32_t n, const wire::Packet& pk, Deferral* defer,
                                          const Deferral& job) const;
@@ -596,6 +609,7 @@ struct Engine::Impl {
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);
     void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);
     bool refuse_again(Conn& c, const wire::DataHeader& d);
+    void mutation_replay(Conn& c, const wire::Packet& pk);  // TEST ONLY: TestMutation::no_dup_filter
     [[gnu::always_inline]] inline void delivered(Conn& c, uint32_t csn);
     void resolve_refused(Conn& c, const wire::NakHeader& n);
     TxPkt* unresolved_request(Conn& c, const wire::NakHeader& n);
@@ -607,7 +621,7 @@ struct Engine::Impl {
     void advance_csn_una(Conn& c);
     void advance_sq(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);
-    void conn_error(Conn& c);
+    void conn_error(Conn& c, ConnErrorCause why, Time now);
     void close_conn(Conn& c);
     void flush_conn(Conn& c, WcStatus status);
     void flush_recvs(Conn& c, Stream& s, WcStatus status);
@@ -630,12 +644,17 @@ struct Engine::Impl {
     bool next_new_segment(Conn& c, uint32_t& csn_out);
     [[gnu::noinline]] static void gather_segment(SendAux& x, uint16_t seg, TxPkt& t);
     void timers(Time now);
+    void keepalive_sweep(Time now);
+    // R-PATH-14: takes one probe token if the budget has one.
+    bool take_probe_token(Time now);
+    Time keepalive_interval() const { return cfg.keepalive_interval ? cfg.keepalive_interval : cfg.conn_timeout / 4; }
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);
     // cc: hands one record to the CC core (inline: applies it and its view now).
     bool cc_feed(Conn& c, TxPath& p, const CcFeedback& f);  // false: dropped, queue full
     void apply_view(Conn& c, TxPath& p, const CcView& v);
+    uint16_t new_entropy(Conn& c, uint16_t old);
     // A new incarnation of the path's window (path creation, revival), published at once.
     void cc_fresh(Conn& c, TxPath& p, uint16_t pi);
     Time deadline(Time now) const;

@@ -105,7 +105,8 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
         const uint16_t pi = pk.common.path_id;
         if (pi >= c->paths.size()) { ++st.rx_bad_path; break; }
         TxPath& p = c->paths[pi];
-        if (p.state == PathStateKind::failed && pk.probe.probe_seq == p.probe_seq) {
+        if (p.state == PathStateKind::failed && pk.probe.probe_seq == p.probe_seq &&
+            pk.probe.probe_seq != kKeepaliveSeq) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
             p.consecutive_timeouts = 0;
@@ -266,11 +267,8 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             // A whole message placed by place_next_write ends its message (R-ACK-1).
             const bool whole = place_next_write(c, pk);
             const Placed res = whole ? Placed::ok : place(c, pk, now, nullptr);
-            if (res != Placed::ok) [[unlikely]] {
-                not_placed(c, d, res);
-                return;
-            }
-            c.rx_csn.mark(d.csn);
+            if (res == Placed::ok) [[likely]] c.rx_csn.mark(d.csn);
+            else if (not_placed(c, d, res)) return;  // (refused: not_placed marked its CSN)
             PendRec r;
             r.csn = d.csn;
             r.psn = d.psn;
@@ -317,15 +315,13 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         if (cr == CsnWindow::Result::duplicate) {
             if (refuse_again(c, d)) return;  // R-NAK-8: a resent refused packet
             ++c.st.duplicates;  // R-CSN-3: acked, never placed twice
+            if (cfg.test_mutation == TestMutation::no_dup_filter) [[unlikely]] mutation_replay(c, pk);
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
-            if (res != Placed::ok && res != Placed::deferred) {
-                not_placed(c, d, res);
-                return;
-            }
+            if (res != Placed::ok && res != Placed::deferred && not_placed(c, d, res)) return;
             // Deferred: marked now ("placement pending") so that a copy arriving
-            // before the placement is a duplicate, never placed twice.
-            c.rx_csn.mark(d.csn);
+            // before the placement is a duplicate, never placed twice. (Refused: not_placed marked it.)
+            if (res != Placed::refused) c.rx_csn.mark(d.csn);
             r.accepted = true;
             deferred = res == Placed::deferred;
         }
@@ -373,22 +369,26 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
 }
 
 // A fresh packet place() did not accept: nothing of it is acknowledged.
-void Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
+// Returns true (the caller stops); false only under the test mutation that
+// acknowledges a refused packet (TestMutation::ack_refused), which then goes
+// on as accepted, its CSN marked here.
+bool Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
     if (res == Placed::rnr) {
         // R-NAK-10: not acked, CSN not marked; the requester resends it after its RNR delay.
         ++c.st.rnr_drops;
         nak(c, d, Syndrome::rnr);
-        return;
+        return true;
     }
     if (res == Placed::stale) {
         // Names a message that cannot be in flight: a corrupted or forged packet.
         // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
         ++st.rx_stale;
-        return;
+        return true;
     }
     // Placed::refused. R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
     c.rx_csn.mark(d.csn);
     if (cfg.deferred_placement) c.rx_csn_done.mark(d.csn);
+    return cfg.test_mutation != TestMutation::ack_refused;  // TEST ONLY: the mutation acks it
 }
 
 // Step 16 of doc/spec.md section 5 after the payload is in place: count it,
@@ -525,6 +525,24 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
         return true;
     }
     return false;
+}
+
+// TEST ONLY (TestMutation::no_dup_filter): a duplicate atomic is executed
+// again, as by an engine without a duplicate filter (R-CSN-3, R-ATOMIC-2).
+void Engine::Impl::mutation_replay(Conn& c, const wire::Packet& pk) {
+    const wire::DataHeader& d = pk.data;
+    if (!wire::is_atomic_req(d.opcode) || pk.payload.size() < wire::kAtomicReqPayload) return;
+    uint32_t sidx = 0;
+    const Stream* s = c.find_stream(d.stream_id, &sidx);
+    uint8_t* tgt = nullptr;
+    Syndrome syn{};
+    if (!s || !mrs.check_remote(d.rkey, s->pd, kAccessRemoteAtomic, d.remote_addr, 8, &tgt, syn)) return;
+    uint64_t old = 0;
+    std::memcpy(&old, tgt, 8);
+    const uint64_t a = get_be64(pk.payload.data());
+    const uint64_t b = get_be64(pk.payload.data() + 8);
+    const uint64_t nv = d.opcode == Opcode::atomic_cas ? (old == a ? b : old) : old + a;
+    std::memcpy(tgt, &nv, 8);
 }
 
 // A payload in two spans, straight from both into its final place (R-DATA-2):
@@ -1160,6 +1178,14 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     // R-SACK-4: on one path a hole below an acked PSN is loss, not reordering.
     uint16_t losses = 0;
     if (any_sack) {
+        // TEST ONLY go_back_n: everything in flight from the hole on is resent.
+        if (cfg.test_mutation == TestMutation::go_back_n) [[unlikely]] {
+            for (uint32_t psn = p.snd_una; wire::seq_lt(psn, highest); ++psn)
+                if (p.ring[psn & (kPathRing - 1)].state == TxSlotState::inflight) {
+                    highest = p.snd_nxt;
+                    break;
+                }
+        }
         for (uint32_t psn = p.snd_una; wire::seq_lt(psn, highest); ++psn) {
             PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
             if (sl.state == TxSlotState::inflight) {

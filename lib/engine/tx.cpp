@@ -217,6 +217,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         hl = wire::encode_connect({o.hdr, sizeof o.hdr}, h, ch);
         if (it.kind == CtrlKind::connect_req) {
             if (c.ctrl_retries == 0) c.connect_sent = now;
+            ++c.st.connect_attempts;
             c.next_ctrl_retry = now + cfg.connect_retry;
             next_timer = std::min(next_timer, c.next_ctrl_retry);
         }
@@ -714,9 +715,10 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
         // R-PATH-9: retire the path, try a new route for it, and probe it.
         p.state = PathStateKind::failed;
-        p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+        p.entropy = new_entropy(c, p.entropy);
         ++p.st.rerouted;
         p.next_probe = now;
+        p.probe_gap = cfg.probe_interval;
     }
 }
 
@@ -754,8 +756,69 @@ bool Engine::Impl::wants_timer(const Conn& c) {
     return false;
 }
 
+bool Engine::Impl::take_probe_token(Time now) {
+    if (cfg.probe_rate == 0) return true;
+    const double burst = std::max(1.0, cfg.probe_rate / 10.0);
+    if (!probe_budget_started) {
+        probe_budget_started = true;
+        probe_tokens = burst;
+    } else if (now > probe_refill) {
+        probe_tokens = std::min(burst, probe_tokens + double(now - probe_refill) * cfg.probe_rate / 1e9);
+    }
+    probe_refill = std::max(probe_refill, now);
+    if (probe_tokens < 1.0) return false;
+    probe_tokens -= 1.0;
+    return true;
+}
+
+// R-CONN-15: every ESTABLISHED connection that has heard nothing from its
+// peer for keepalive_interval sends one keepalive PROBE (probe_seq 0), on
+// its paths in turn (an active one where there is one), at most one per
+// interval; the answer is an accepted packet like any other (last_rx).
+// The sweep runs when the earliest connection is due, but at most every
+// keepalive_interval / 8 (a keepalive may leave that much late): its cost is
+// one pass over the connections per such period, whatever their number.
+void Engine::Impl::keepalive_sweep(Time now) {
+    const Time ka = keepalive_interval();
+    Time due_min = kNever;
+    for (Conn* c : conns) {
+        if (!c || c->state != ConnState::established) continue;
+        const Time due = std::max(c->last_rx + ka, c->next_keepalive);
+        if (now < due) {
+            due_min = std::min(due_min, due);
+            continue;
+        }
+        if (!take_probe_token(now)) {
+            ++st.probes_deferred;
+            due_min = now;
+            continue;
+        }
+        const uint16_t n = uint16_t(c->paths.size());
+        uint16_t pi = uint16_t(c->keepalive_path % n);
+        for (uint16_t k = 0; k < n; ++k) {
+            const uint16_t q = uint16_t((c->keepalive_path + k) % n);
+            if (c->paths[q].state == PathStateKind::active) {
+                pi = q;
+                break;
+            }
+        }
+        c->keepalive_path = uint16_t((pi + 1) % n);
+        CtrlItem it{CtrlKind::probe, pi};
+        it.a = kKeepaliveSeq;
+        it.b = uint32_t(now) ? uint32_t(now) : 1;
+        c->ctrl.push(it);
+        c->next_keepalive = now + ka;
+        due_min = std::min(due_min, now + ka);
+        ++st.keepalives_sent;
+        wake(*c);
+    }
+    next_sweep = due_min == kNever ? kNever : std::max(due_min, now + std::max<Time>(ka / 8, 1));
+}
+
 void Engine::Impl::timers(Time now) {
     Time next = kNever;
+    if (now >= next_sweep) keepalive_sweep(now);
+    next = std::min(next, next_sweep);
     // Connections that may have a timer armed (timed); the others leave it.
     for (uint32_t& slot : timed) {
         Conn* c = slot == kGone ? nullptr : conns[slot];
@@ -770,7 +833,7 @@ void Engine::Impl::timers(Time now) {
             if (c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 // R-CONN-5: CONNECT_REQ is repeated until answered or conn_timeout.
                 if (++c->ctrl_retries * cfg.connect_retry >= cfg.conn_timeout) {
-                    conn_error(*c);
+                    conn_error(*c, ConnErrorCause::connect_unanswered, now);
                     continue;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
@@ -795,7 +858,7 @@ void Engine::Impl::timers(Time now) {
         // R-CONN-6: a silent peer with work outstanding is a lost connection.
         if (c->has_outstanding()) {
             if (now - c->last_rx >= cfg.conn_timeout) {
-                conn_error(*c);
+                conn_error(*c, ConnErrorCause::peer_silent, now);
                 continue;
             }
             next = std::min(next, c->last_rx + cfg.conn_timeout);
@@ -805,11 +868,26 @@ void Engine::Impl::timers(Time now) {
             TxPath& p = c->paths[pi];
             if (p.state == PathStateKind::failed) {
                 if (now >= p.next_probe) {
-                    CtrlItem it{CtrlKind::probe, pi};
-                    it.a = ++p.probe_seq;
-                    it.b = uint32_t(now) ? uint32_t(now) : 1;
-                    c->ctrl.push(it);
-                    p.next_probe = now + cfg.probe_interval;
+                    // R-PATH-11: unanswered probes back off; R-PATH-14: a
+                    // probe the device's budget has no token for waits out
+                    // the same (growing) gap, so demand beyond the budget
+                    // thins itself out instead of retrying every pass.
+                    if (take_probe_token(now)) {
+                        CtrlItem it{CtrlKind::probe, pi};
+                        if (++p.probe_seq == kKeepaliveSeq) ++p.probe_seq;
+                        it.a = p.probe_seq;
+                        it.b = uint32_t(now) ? uint32_t(now) : 1;
+                        c->ctrl.push(it);
+                        ++st.probes_sent;
+                    } else {
+                        ++st.probes_deferred;
+                    }
+                    const Time gap = std::max<Time>(p.probe_gap, 1);
+                    // Never sooner than a reply can come back: only the latest
+                    // probe's reply revives (R-PATH-10), so probes faster than
+                    // the round trip would each be overtaken by the next.
+                    p.next_probe = now + std::max<Time>(gap, p.have_rtt ? 2 * p.srtt : 0);
+                    p.probe_gap = std::min<Time>(2 * gap, std::max(cfg.probe_max_interval, cfg.probe_interval));
                 }
                 next = std::min(next, p.next_probe);
                 continue;

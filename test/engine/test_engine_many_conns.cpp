@@ -76,12 +76,15 @@ TEST_CASE("many idle connections: the ones given work wake and finish it", "[eng
         REQUIRE(a.create_stream(ca[i], 7, pda, cqa, cqa) == Status::ok);
         REQUIRE(b.create_stream(cb[i], 7, pdb, cqb, cqb) == Status::ok);
     }
-    // Long idle: nothing is due, nothing is sent.
+    // Long idle: nothing is due but the keepalive (R-CONN-15, conn_timeout / 4
+    // after the last packet heard), nothing is sent.
+    const Time quiet_from = link.now;
     const uint64_t tx0 = a.stats().tx_packets + b.stats().tx_packets;
     link.run([] { return false; }, 50'000'000);
     CHECK(a.stats().tx_packets + b.stats().tx_packets == tx0);
-    CHECK(a.next_deadline(link.now) == UINT64_MAX);
-    CHECK(b.next_deadline(link.now) == UINT64_MAX);
+    CHECK(a.next_deadline(link.now) >= quiet_from + a.config().conn_timeout / 4 - 1'000'000);
+    CHECK(b.next_deadline(link.now) >= quiet_from + b.config().conn_timeout / 4 - 1'000'000);
+    CHECK(a.stats().keepalives_sent + b.stats().keepalives_sent == 0);
 
     // Work on a few scattered ones, through loss (timers must wake them too).
     link.loss = 0.05;

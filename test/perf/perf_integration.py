@@ -118,6 +118,22 @@ def case_verify(op, loss):
           f"{cj['messages']} x {cj['size']} B, duplicates {cj['duplicates']}")
 
 
+def case_busy_peer():
+    """A peer busy with local work longer than conn_timeout (allocating, filling and checking
+    256 MiB at each end with conn_timeout 200 ms) is not declared silent: mroce-perf keeps
+    the device progressing through such work (its ACKs and keepalive answers go out,
+    R-CONN-15), so verified READs of 128 MiB messages complete. Before, the
+    first message's CONNECT-time Hello went unacknowledged while the server allocated, and
+    the client failed with 'peer silent'."""
+    for op in ("read",):  # READ: the server fills its buffer before answering, the client checks each message
+        t0 = time.time()
+        cj, sj = run_pair(["--op", op, "-s", str(128 << 20), "-n", "2", "--verify", "--conn-timeout", "200"],
+                          ["--conn-timeout", "200"], timeout=120)
+        if cj["verify"] != "ok" or sj["verify"] != "ok" or cj["messages"] != 2:
+            fail(f"{op}: verify client {cj['verify']} server {sj['verify']}, {cj['messages']} messages")
+        print(f"PASS busy peer {op}: 2 x 128 MiB verified in {time.time() - t0:.1f} s with conn_timeout 200 ms")
+
+
 def case_killed_peer():
     s = server("--conn-timeout", "500")
     time.sleep(0.3)
@@ -391,6 +407,8 @@ elif CASE[0] == "dpdk-bad-config":
     case_dpdk_bad_config()
 elif CASE[0] == "dpdk-verify":
     case_dpdk_verify(*CASE[1:4])
+elif CASE[0] == "busy-peer":
+    case_busy_peer()
 elif CASE[0] == "killed-peer":
     case_killed_peer()
 elif CASE[0] == "killed-client":

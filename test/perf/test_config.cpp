@@ -4,6 +4,9 @@
 // Configuration loading: the shipped file must equal the built-in defaults (so
 // the documentation cannot drift from the code), and every bad input must be
 // rejected with a message naming the key and the reason.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -30,14 +33,18 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
     return a.name == b.name && a.driver == b.driver && a.address == b.address && a.port == b.port &&
            a.path_port_base == b.path_port_base && a.path_port_span == b.path_port_span &&
            a.progress == b.progress && a.spin_us == b.spin_us && a.spin_yield == b.spin_yield &&
-           a.rx_batch == b.rx_batch && a.gso == b.gso &&
+           a.rx_batch == b.rx_batch && a.gso == b.gso && a.drive_handoff_us == b.drive_handoff_us &&
+           a.verbs_part_id == b.verbs_part_id && a.inject_loss == b.inject_loss && a.inject_ce == b.inject_ce &&
+           a.inject_seed == b.inject_seed &&
            a.gro == b.gro && x.max_payload == y.max_payload && x.num_paths == y.num_paths &&
            x.stream_depth == y.stream_depth && x.recv_depth == y.recv_depth && x.csn_window == y.csn_window &&
            x.max_send_sge == y.max_send_sge && x.max_recv_sge == y.max_recv_sge && x.max_inline == y.max_inline &&
            x.rx_capacity_mbps == y.rx_capacity_mbps && x.rate_hints == y.rate_hints &&
            x.accept_incoming == y.accept_incoming && x.initial_rto == y.initial_rto && x.min_rto == y.min_rto &&
            x.max_rto == y.max_rto && x.fail_after_timeouts == y.fail_after_timeouts &&
-           x.probe_interval == y.probe_interval && x.conn_timeout == y.conn_timeout &&
+           x.probe_interval == y.probe_interval && x.probe_max_interval == y.probe_max_interval &&
+           x.probe_rate == y.probe_rate && x.keepalive_interval == y.keepalive_interval &&
+           x.conn_timeout == y.conn_timeout &&
            x.connect_retry == y.connect_retry && x.hint_interval == y.hint_interval && x.ack_delay == y.ack_delay &&
            x.reroute_after_marks == y.reroute_after_marks;
 }
@@ -50,6 +57,23 @@ TEST_CASE("config: shipped config/mroce.conf equals the built-in defaults", "[co
     REQUIRE(file.devices.size() == 1);
     CHECK(same(file.device(), builtin.device()));
     CHECK(same(builtin.device(), DeviceConfig{}));
+}
+
+TEST_CASE("config: the verbs provider's keys and the test fault injector's", "[config][verbs]") {
+    const Config c = parse_config("[device v]\nverbs_part_id = 4119\ndrive_handoff_us = 5\ninject_loss = 0.01\n"
+                                  "inject_ce = 0.5\ninject_seed = 7\n",
+                                  "t.conf");
+    const DeviceConfig& d = c.device();
+    CHECK(d.verbs_part_id == 4119);
+    CHECK(d.drive_handoff_us == 5);
+    CHECK(d.inject_loss == 0.01);
+    CHECK(d.inject_ce == 0.5);
+    CHECK(d.inject_seed == 7);
+    CHECK(error_of("[device v]\ninject_loss = 1.5\n") ==
+          "t.conf:2: key 'inject_loss': expected a probability in 0..1 (got '1.5')");
+    CHECK(error_of("[device v]\ninject_ce = lots\n") ==
+          "t.conf:2: key 'inject_ce': expected a probability in 0..1 (got 'lots')");
+    CHECK(error_of("[device v]\ndrive_handoff_us = -1\n").find("key 'drive_handoff_us'") != std::string::npos);
 }
 
 TEST_CASE("config: path flag, then MROCE_CONFIG, then built-in defaults", "[config]") {
@@ -147,7 +171,12 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         {"[devices]\n", "unknown section [devices]"},
         {"[device d\n", "section header without ']'"},
         {"[device d]\njust words\n", "expected 'key = value'"},
-        {"[device d]\n[device d]\n", "device 'd' defined twice"},
+        {"[device d]\n[device d]\n", "t.conf:2: device 'd' defined twice (first at line 1)"},
+        {"[engine]\npaths = 2\n[device d]\n[engine]\n", "t.conf:4: section [engine] repeated (first at line 1)"},
+        {"[engine]\npaths = 2\n\npaths = 3\n", "t.conf:4: key 'paths': repeated in [engine] (first at line 2)"},
+        {"[device d]\nport = 5000\ngso = off\nport = 5001\n",
+         "t.conf:4: key 'port': repeated in [device d] (first at line 2)"},
+        {"[device d]\ncolour = blue\ncolour = red\n", "t.conf:3: key 'colour': repeated in [device d]"},
         {"[device d]\nport = 5000\npath_port_base = 4990\npath_port_span = 16\n",
          "key 'path_port_base': path ports overlap the listen port"},
         {"[device d]\nport = 65530\n", "key 'path_port_span': path ports run past 65535"},
@@ -207,4 +236,33 @@ TEST_CASE("config: max_payload = auto is the default and sizes segments from the
     CHECK(max_payload_for_mtu(164) == 64);
     CHECK(max_payload_for_mtu(163) == 0);
     CHECK(max_payload_for_mtu(0) == 4096);       // unknown link
+}
+
+TEST_CASE("config: the same key in [engine] and in a device is an override, not a repeat", "[config]") {
+    const Config c = parse_config("[engine]\npaths = 2\n[device a]\npaths = 3\n[device b]\npaths = 5\n", "t");
+    CHECK(c.device("a").engine.num_paths == 3);
+    CHECK(c.device("b").engine.num_paths == 5);
+}
+
+TEST_CASE("config: a file that cannot be read is an error naming the file and why", "[config]") {
+    const std::string dir = "/tmp/mroce-test-config-dir-" + std::to_string(::getpid());
+    REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    // A directory opens, and a stream reads it as an empty file: every key at its default.
+    CHECK_THROWS_WITH(load_config_file(dir), Catch::Contains(dir + ": cannot read configuration file: it is a directory"));
+    CHECK_THROWS_WITH(load_config(dir), Catch::Contains("it is a directory"));
+    ::rmdir(dir.c_str());
+    CHECK_THROWS_WITH(load_config_file(dir), Catch::Contains(dir + ": cannot read configuration file: No such file"));
+    // Unreadable: a mode-000 file stops anyone but root; root is stopped by
+    // a write-only sysctl (the check happens in open either way).
+    std::string unreadable = "/tmp/mroce-test-config-000-" + std::to_string(::getpid());
+    {
+        std::ofstream f(unreadable);
+        f << "[engine]\n";
+    }
+    ::chmod(unreadable.c_str(), 0);
+    const std::string path = ::geteuid() == 0 ? "/proc/sys/vm/compact_memory" : unreadable;
+    if (::access(path.c_str(), F_OK) == 0) {
+        CHECK_THROWS_WITH(load_config_file(path), Catch::Contains(path + ": cannot read configuration file: Permission denied"));
+    }
+    std::remove(unreadable.c_str());
 }

@@ -32,7 +32,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -90,6 +92,10 @@ inline EngineConfig socket_engine_defaults() {
     e.min_rto = 1'000'000;
     e.initial_rto = 2'000'000;
     e.max_payload = kMaxPayloadAuto;
+    // R-SCHED-5 on by default for devices: on a multi-plane or ECMP fabric a
+    // path left on a marking plane after a failover would otherwise sit at
+    // cwnd 1 (the engine's own default stays 0, as its tests expect).
+    e.reroute_after_marks = 4;
     return e;
 }
 
@@ -119,11 +125,19 @@ struct DeviceConfig {
     uint16_t path_port_span = 16;       // distinct path source ports
     ProgressMode progress = ProgressMode::manual;
     uint32_t spin_us = 50;              // busy-poll this long after activity before blocking
+    // Automatic progress with callers driving (Device::drive, the verbs
+    // provider's poll_cq): the engine thread stands by this long after the
+    // last driving call before it takes the loop back.
+    uint32_t drive_handoff_us = 20;
     bool spin_yield = false;            // udp: idle passes while spinning yield the CPU (after 20 us)
     uint32_t rx_batch = 64;
     bool gso = true;
     bool gro = true;
     DpdkDeviceConfig dpdk;              // driver = dpdk only
+    // The vendor_part_id the verbs provider reports (doc/verbs.md): 0 is
+    // mroce's own; tools that enable features by part id (perftest 4.5 takes
+    // its ibv_wr_* post path for ConnectX-4 and later, e.g. 4119) may be given one.
+    uint32_t verbs_part_id = 0;
     // num_paths, max_payload, rx_capacity_mbps, timers, ... Over sockets the
     // RTO floor is 1 ms, not the engine's 100 us: a descheduled peer process
     // (two processes on two cores) otherwise fires spurious timeouts that each
@@ -134,7 +148,8 @@ struct DeviceConfig {
     EngineConfig engine = socket_engine_defaults();
 
     // TEST ONLY fault injection, applied to received packets before rx_burst:
-    // seeded random drop with probability inject_loss, CE marking with inject_ce.
+    // seeded random drop with probability inject_loss, CE marking with inject_ce
+    // (config keys inject_loss, inject_ce, inject_seed).
     double inject_loss = 0;
     double inject_ce = 0;
     uint64_t inject_seed = 1;
@@ -178,6 +193,14 @@ public:
     // Peer handle for a remote device's well-known address. Throws Error.
     virtual uint32_t resolve_peer(const std::string& ip, uint16_t port) = 0;
     virtual std::string peer_name(uint32_t peer) const = 0;
+    // The last network error the driver saw about packets to the peer (ICMP
+    // port or host unreachable, a send refused for want of a route), in
+    // words, and how many it has seen: connection errors name their cause.
+    struct PeerNetError {
+        std::string what;   // empty: none
+        uint64_t count = 0;
+    };
+    virtual PeerNetError peer_error(uint32_t) const { return {}; }
     virtual TransportStats stats() const = 0;
     virtual std::string describe() const = 0;
     // Largest IPv4 datagram the link sends unfragmented (the interface's MTU);
@@ -280,6 +303,8 @@ public:
     // verbs destroy_qp (R-STREAM-11): no completions; the id may be created
     // again at once (the peer must destroy and create it too, R-STREAM-11).
     void destroy_stream(uint32_t stream_id);
+    // verbs modify_qp(IBV_QP_MAX_QP_RD_ATOMIC) on an existing stream (0: no limit).
+    void set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic);
     // false: the stream's queue is full (poll completions, retry). Other failures throw.
     bool try_post_send(uint32_t stream_id, const SendWr& wr);
     bool try_post_recv(uint32_t stream_id, const RecvWr& wr);
@@ -366,6 +391,20 @@ public:
     // Throws Error while a stream uses it.
     void destroy_srq(uint32_t srq);
 
+    // The data path without exceptions or strings, for adapters whose callers
+    // take error codes (the verbs provider): posts wrs[0, n) in order under
+    // one lock and stops at the first one refused; returns its Status (ok:
+    // all were posted) and how many were posted. A completion raised at post
+    // notifies its channel; the engine thread is woken for what was posted.
+    Status submit_sends(uint32_t conn, uint32_t stream, const SendWr* wrs, size_t n, size_t& posted) noexcept;
+    Status submit_recvs(uint32_t conn, uint32_t stream, const RecvWr* wrs, size_t n, size_t& posted) noexcept;
+    Status submit_srq_recvs(uint32_t srq, const RecvWr* wrs, size_t n, size_t& posted) noexcept;
+
+    // Called in the progress path, under the device lock, for each error,
+    // closed and srq_limit event as it is taken from the engine (the verbs
+    // provider turns them into async events). It must not call the Device.
+    void set_event_listener(std::function<void(const ConnEvent&)> f);
+
     // Streams created on every incoming connection the moment it appears, in
     // the progress path, so the first data for them is never refused.
     void set_accept_streams(std::vector<StreamSpec> streams);
@@ -393,6 +432,19 @@ public:
     // an ACK send ahead of it (issue 24). An application that stops calling
     // progress holds its ACKs until it calls again.
     void set_tx_order(TxOrder o);
+    // Automatic progress driven by callers (the verbs provider: a thread
+    // polling a CQ runs the transport itself rather than contend with the
+    // engine thread for the device lock): one loop pass in the caller's
+    // thread, after which the engine thread stands by for drive_handoff_us;
+    // it takes the loop back when callers stop (or at once after
+    // stop_driving(), before a caller blocks). The longer callers have been
+    // driving without a break of a millisecond, the longer it naps between
+    // looks (a quarter of that time, at most 1 ms), so a busy poller is not
+    // interrupted by its wake-ups. Manual mode: progress(). drive_locked: the caller holds lock().
+    size_t drive();
+    size_t drive_locked();
+    void stop_driving();
+
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
     // cores do not starve each other. In automatic mode: a short sleep.
@@ -416,13 +468,17 @@ private:
     void handle_events_locked();
     void engine_thread();
     void kick() noexcept;
+    template <class Wr, class Post>
+    Status submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept;
     [[noreturn]] void fail(const char* what, Status s) const;
+    std::string failure_cause(uint32_t conn, uint32_t peer, uint64_t net_errors_before) const;
 
     DeviceConfig cfg_;
     std::unique_ptr<Transport> tr_;
     Engine eng_;
     mutable std::mutex mu_;
     std::vector<StreamSpec> accept_streams_;
+    std::function<void(const ConnEvent&)> event_listener_;
     std::deque<ConnEvent> incoming_;
     std::vector<ConnEvent> failures_;
     std::deque<uint32_t> srq_events_;
@@ -443,6 +499,10 @@ private:
     uint64_t loss_thr_ = 0, ce_thr_ = 0;
 
     std::atomic<bool> stop_{false};
+    std::atomic<Time> driven_until_{0};  // the engine thread stands by until then (drive())
+    std::atomic<Time> driving_since_{0};  // start of the callers' current driving run
+    std::mutex nap_mu_;                   // the engine thread's standby naps, cut short by stop_driving()
+    std::condition_variable nap_cv_;
     std::atomic<bool> sleeping_{false};
     std::thread thr_;
 };

@@ -186,8 +186,19 @@ struct PathStats {
     uint64_t rx_ce = 0;
 };
 
+// Why a connection entered ERROR (ConnStats::error_cause).
+enum class ConnErrorCause : uint8_t {
+    none,
+    connect_unanswered,  // no CONNECT_ACK within conn_timeout (R-CONN-5)
+    peer_silent,         // ESTABLISHED, nothing received for conn_timeout with work outstanding (R-CONN-6)
+};
+const char* to_string(ConnErrorCause c) noexcept;
+
 struct ConnStats {
     ConnState state = ConnState::idle;
+    ConnErrorCause error_cause = ConnErrorCause::none;
+    uint32_t connect_attempts = 0;  // CONNECT_REQs sent (first and repeats)
+    Time silent_for = 0;            // at the error: time since the peer was last heard (0: never heard)
     uint32_t peer = 0;
     uint32_t remote_conn = 0;
     uint16_t num_paths = 0;
@@ -226,7 +237,24 @@ struct EngineStats {
     uint64_t cc_feedback = 0;        // window records handed to the CC stage (offload_cc)
     uint64_t cc_feedback_full = 0;   // records dropped: cc_depth not taken (R-CC-8)
     uint64_t cc_views_stale = 0;     // views for a path incarnation that is gone, ignored
+    uint64_t probes_sent = 0;        // PROBEs of failed paths (R-PATH-11)
+    uint64_t keepalives_sent = 0;    // keepalive PROBEs (R-CONN-15)
+    uint64_t probes_deferred = 0;    // probes and keepalives postponed by the device's probe_rate (R-PATH-14)
 };
+
+// TEST ONLY (the conformance suite's broken IUT, doc/conformance.md section 5):
+// one deliberate protocol violation at a time, so the suite shows that it
+// fails exactly the tests citing the rule broken. Every hook sits off the
+// per-packet path (a loss, a duplicate, a refusal, a registration).
+enum class TestMutation : uint8_t {
+    none = 0,
+    go_back_n,       // R-SACK-4: a SACK-detected loss resends every in-flight packet from the hole on
+    no_rkey_bounds,  // R-MEM-3 item 4: regions are range-checked as if 64 KiB longer (kMutationSlack)
+    no_dup_filter,   // R-CSN-3, R-ATOMIC-2: a duplicate CSN of an atomic is executed again
+    ack_refused,     // R-ACK-8, R-NAK-1: a refused (NAKed) packet is acknowledged as well
+};
+// no_rkey_bounds: how far past its end a region accepts remote access.
+inline constexpr uint64_t kMutationSlack = 64 * 1024;
 
 struct EngineConfig {
     uint16_t max_payload = 4096;     // segment size (R-SEG-1)
@@ -246,7 +274,16 @@ struct EngineConfig {
     Time min_rto = 100'000;
     Time max_rto = 100'000'000;
     uint32_t fail_after_timeouts = 3;    // consecutive RTOs that retire a path (R-PATH-9)
-    Time probe_interval = 1'000'000;     // probe a failed path this often
+    Time probe_interval = 1'000'000;     // first re-probe of a failed path after this (R-PATH-11)
+    Time probe_max_interval = 100'000'000;  // unanswered probes back off, doubling, up to this (R-PATH-11)
+    // R-PATH-14: PROBEs (path probes and keepalives) this device sends per
+    // second at most, whatever the number of connections and failed paths;
+    // bursts of up to a tenth of a second's worth.
+    uint32_t probe_rate = 5000;
+    // R-CONN-15: a connection that has heard nothing from its peer for this
+    // long sends a keepalive PROBE (so an idle but live peer is heard); 0:
+    // conn_timeout / 4.
+    Time keepalive_interval = 0;
     Time conn_timeout = 2'000'000'000;   // peer silent this long with work outstanding: error
     // R-NAK-10: a packet the peer refused as receiver-not-ready is sent again
     // after rnr_delay, at most rnr_retry times (verbs' rnr_retry: 7 = forever).
@@ -277,6 +314,8 @@ struct EngineConfig {
     // instead of 0, so a test runs them across their 32-bit wrap. Both ends
     // of a connection must use the same value (R-STREAM-1 numbers from 0).
     uint32_t test_seq_base = 0;
+    // Test only: a deliberately broken engine (TestMutation); none in every real use.
+    TestMutation test_mutation = TestMutation::none;
 };
 
 class Engine {
@@ -332,6 +371,9 @@ public:
     // R-STREAM-12 (verbs modify_qp to IBV_QPS_ERR): everything outstanding on
     // the stream completes with wr_flush_err, in order; later posts too.
     Status set_stream_error(uint32_t conn, uint32_t stream_id);
+    // verbs modify_qp(IBV_QP_MAX_QP_RD_ATOMIC), which comes at RTS, after the
+    // stream exists: StreamAttr::max_rd_atomic from now on (0: no limit).
+    Status set_stream_max_rd_atomic(uint32_t conn, uint32_t stream_id, uint32_t max_rd_atomic);
     // R-STREAM-11 (verbs destroy_qp): the stream's state is freed without
     // completions; the id may be created again at once (a new incarnation,
     // which the old one's late packets cannot reach).

@@ -73,7 +73,18 @@ struct UdpStats {
     uint64_t rx_errors = 0;         // recvmmsg failures other than EAGAIN
     uint64_t peers_learned = 0;     // source addresses attributed through dst_conn
     uint64_t peers_created = 0;     // handles made for unknown sources
+    uint64_t net_errors = 0;        // ICMP errors (IP_RECVERR) and send failures naming a destination
 };
+
+// The last network error toward a peer (UdpPort::peer_error): errno as the
+// kernel reported it (ECONNREFUSED: ICMP port unreachable; EHOSTUNREACH,
+// ENETUNREACH: no route) and how many such errors there have been.
+struct PeerError {
+    int err = 0;
+    uint64_t count = 0;
+};
+// Words for a PeerError's errno that say what it means for a connection.
+std::string describe_peer_error(int err);
 
 class UdpPort {
 public:
@@ -104,6 +115,13 @@ public:
     // Address of a handle; false if the handle is unknown.
     bool peer_address(uint32_t handle, sockaddr_in& out) const;
     size_t num_peers() const noexcept { return peers_.size() - 1; }
+    // The last network error about packets sent to the handle (none: err 0).
+    // Every socket asks for ICMP errors (IP_RECVERR), so a peer host with no
+    // listener on the port answers ECONNREFUSED and an unreachable one
+    // EHOSTUNREACH; a send the routing table refuses gives ENETUNREACH.
+    PeerError peer_error(uint32_t handle) const noexcept {
+        return handle < peer_err_.size() ? peer_err_[handle] : PeerError{};
+    }
 
     // Sends pkts[0..n). Packets are regrouped per source socket (order kept
     // within a socket, i.e. within a path), so the return value is a count,
@@ -158,6 +176,8 @@ private:
     void send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, int fd, uint32_t base,
                     uint32_t* unsent, size_t& nunsent, size_t& sent);
     void add_ready(uint32_t si);
+    void drain_errors(size_t si);
+    void note_peer_error(const sockaddr_in& dst, int err);
     static uint64_t key(const sockaddr_in& sa) noexcept {
         return (uint64_t(sa.sin_addr.s_addr) << 16) | sa.sin_port;
     }
@@ -177,6 +197,7 @@ private:
     std::vector<int16_t> slot_sock_;     // entropy % span -> index in socks_ (-1: not open, -2: failed)
 
     std::vector<sockaddr_in> peers_;     // handle -> address; [0] unused
+    std::vector<PeerError> peer_err_;    // handle -> last network error
     std::unordered_map<uint64_t, uint32_t> peer_by_addr_;
     std::unordered_map<uint32_t, uint32_t> peer_by_conn_;  // our conn id (their dst_conn) -> handle
     uint64_t last_key_ = ~0ull;
