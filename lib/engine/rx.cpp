@@ -248,6 +248,19 @@ void Engine::Impl::refresh_idle_hints(const Conn& joined) {
 
 // ---------------- data ----------------
 
+// What rx_accounted (now, or after a deferred placement) needs of a data packet's arrival.
+static PendRec arrival(const wire::DataHeader& d, uint16_t pi, bool ce, bool psn_fresh) {
+    PendRec r;
+    r.csn = d.csn;
+    r.psn = d.psn;
+    r.ts = d.ts;
+    r.plen = d.payload_len;
+    r.path = pi;
+    r.ce = ce;
+    r.psn_fresh = psn_fresh;
+    return r;
+}
+
 void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     const wire::DataHeader& d = pk.data;
     const uint16_t pi = pk.common.path_id;
@@ -269,13 +282,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             const Placed res = whole ? Placed::ok : place(c, pk, now, nullptr);
             if (res == Placed::ok) [[likely]] c.rx_csn.mark(d.csn);
             else if (not_placed(c, d, res)) return;  // (refused: not_placed marked its CSN)
-            PendRec r;
-            r.csn = d.csn;
-            r.psn = d.psn;
-            r.ts = d.ts;
-            r.plen = d.payload_len;
-            r.ce = ce;
-            r.psn_fresh = true;
+            PendRec r = arrival(d, pi, ce, true);
             r.accepted = true;
             r.ack_now = whole || ce || (d.dflags & wire::kDataAckNow) || uint64_t(d.offset) + d.payload_len >= d.msg_len;
             rx_accounted(c, rp, r, now);
@@ -291,14 +298,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
         ++st.rx_stale;  // R-SACK-2 violated by the sender
         return;
     }
-    PendRec r;
-    r.csn = d.csn;
-    r.psn = d.psn;
-    r.ts = d.ts;
-    r.plen = d.payload_len;
-    r.path = pi;
-    r.ce = ce;
-    r.psn_fresh = pr == SackBitmap::Result::fresh;
+    PendRec r = arrival(d, pi, ce, pr == SackBitmap::Result::fresh);
     Deferral df;
     bool deferred = false;
     if (r.psn_fresh) {
