@@ -205,6 +205,11 @@ void Device::handle_events_locked() {
     }
 }
 
+void Device::set_tx_order(TxOrder o) {
+    MaybeLock g(mu_, thr_.joinable());
+    loop_.set_tx_order(o);
+}
+
 size_t Device::drive() {
     MaybeLock g(mu_, true);
     return drive_locked();

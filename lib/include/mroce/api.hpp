@@ -423,6 +423,15 @@ public:
     // Manual progress: one receive + transmit pass; returns the packets moved.
     // In automatic mode it does nothing and returns 0 (the engine thread owns the loop).
     size_t progress();
+    // Where a pass transmits (drive loop TxOrder, architecture 3.1): after_rx
+    // (the default) acknowledges what arrived in the pass that received it;
+    // before_rx acknowledges it at the start of the next pass, in one burst
+    // with what the application posted in between: for applications that
+    // answer what they receive at once and keep calling progress (ping-pong,
+    // request/response; mroce-perf --lat), whose answer then leaves without
+    // an ACK send ahead of it (issue 24). An application that stops calling
+    // progress holds its ACKs until it calls again.
+    void set_tx_order(TxOrder o);
     // Automatic progress driven by callers (the verbs provider: a thread
     // polling a CQ runs the transport itself rather than contend with the
     // engine thread for the device lock): one loop pass in the caller's
