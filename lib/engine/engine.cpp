@@ -613,6 +613,7 @@ void Engine::Impl::destroy_stream(Conn& c, uint32_t sidx) {
         while (s.rq_done != s.rq_posted) retire_recv(s);
         --srqs[s.srq - 1].users;
     }
+    c.tombstones[c.tombstone_next++ % c.tombstones.size()] = Conn::Tombstone{s.wire_id, s.err_msg, s.error, true};
     c.stream_by_id.erase(s.id);
     c.last_stream_id = 0xffffffffu;
     c.job_bound -= s.sq_depth + s.depth;

@@ -355,6 +355,20 @@ struct Conn {
     };
     std::vector<Orphans> orphans;
 
+    // The last streams destroyed here (R-NAK-8): a resent packet of theirs
+    // whose original was placed is acknowledged again, not refused (the
+    // requester's ACK was lost while the responder tore its QP down, the
+    // usual end of a verbs program on a lossy fabric). Duplicates come
+    // within the CSN window's lifetime, so a few suffice.
+    struct Tombstone {
+        uint32_t wire_id = 0;
+        uint32_t err_msg = 0;  // first message refused, when in_error
+        bool in_error = false;
+        bool valid = false;
+    };
+    std::array<Tombstone, 8> tombstones{};
+    uint8_t tombstone_next = 0;
+
     ConnStats st;
 
     // By the wire stream_id (packets): the live stream of that id and incarnation.

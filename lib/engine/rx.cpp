@@ -510,7 +510,14 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) return false;
     Stream* s = c.find_stream(d.stream_id);
     if (!s) {
-        // Its stream is gone (destroyed): what the original met is unknown.
+        // Its stream is gone (destroyed). Lately, and its state then says the
+        // original was placed: acknowledge it again. Otherwise what the
+        // original met is unknown: refuse.
+        for (const Conn::Tombstone& t : c.tombstones)
+            if (t.valid && t.wire_id == d.stream_id) {
+                if (!t.in_error || wire::seq_lt(d.msg_seq, t.err_msg)) return false;
+                break;
+            }
         nak(c, d, Syndrome::invalid_stream);
         return true;
     }
