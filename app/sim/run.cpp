@@ -110,14 +110,24 @@ void apply_loss(Fabric& fab, const Scenario& s, const Built& b) {
     }
 }
 
-void schedule_events(Fabric& fab, const Scenario& s, const Built& b, Time start) {
+uint64_t plane_tx(Fabric& fab, const Built& b, uint16_t plane) {
+    uint64_t sum = 0;
+    for (const auto& links : b.host_links) sum += fab.link(links[plane]).counters().tx_packets;
+    return sum;
+}
+
+// plane_base[p]: plane p's host-link packets when it last came back up.
+void schedule_events(Fabric& fab, const Scenario& s, const Built& b, Time start, std::vector<uint64_t>& plane_base) {
     for (const EventSpec& e : s.events) {
         const Time at = start + e.at;
         switch (e.action) {
             case EventAction::plane_down:
             case EventAction::plane_up: {
                 const bool up = e.action == EventAction::plane_up;
-                fab.at(at, [&fab, &b, plane = uint16_t(e.target), up] { b.planes.set_plane_up(fab, plane, up); });
+                fab.at(at, [&fab, &b, &plane_base, plane = uint16_t(e.target), up] {
+                    b.planes.set_plane_up(fab, plane, up);
+                    if (up) plane_base[plane] = plane_tx(fab, b, plane);
+                });
                 break;
             }
             case EventAction::link_down:
@@ -248,7 +258,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     // Loss and events only once connected, so every run starts from the same state.
     apply_loss(fab, s, built);
     const Time start = fab.now();
-    schedule_events(fab, s, built, start);
+    std::vector<uint64_t> plane_base(s.fabric.planes, 0);
+    schedule_events(fab, s, built, start, plane_base);
 
     RunResult r;
     std::vector<uint64_t> rx0(n);
@@ -306,6 +317,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         r.ce_marks += c.ce_marks;
         r.max_queue_bytes = std::max(r.max_queue_bytes, c.max_queue_bytes);
     }
+    if (built.has_planes)
+        for (uint16_t p = 0; p < s.fabric.planes; ++p) r.plane_packets.push_back(plane_tx(fab, built, p) - plane_base[p]);
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return r;
 }
@@ -330,6 +343,9 @@ std::string RunResult::json(const Scenario& s) const {
     o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) + ",\n";
     o += "  \"host_gbps\": [";
     for (size_t i = 0; i < host_gbps.size(); ++i) o += (i ? ", " : "") + num(host_gbps[i]);
+    o += "],\n";
+    o += "  \"plane_packets\": [";
+    for (size_t i = 0; i < plane_packets.size(); ++i) o += (i ? ", " : "") + std::to_string(plane_packets[i]);
     o += "],\n";
     o += "  \"fabric\": {\"drops\": " + std::to_string(fabric_drops) + ", \"ce_marks\": " + std::to_string(ce_marks) +
          ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) + "},\n";

@@ -28,6 +28,9 @@ struct RunResult {
         Time t;
         double gbps;
     };
+    // Per plane: data crossing its host links since its last plane_up event
+    // (since the start if none): a recovered plane is used again.
+    std::vector<uint64_t> plane_packets;
     std::vector<Sample> series;      // aggregate placed goodput per sample_interval
     double wall_s = 0;
     std::string json(const Scenario& s) const;

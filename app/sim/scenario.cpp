@@ -6,6 +6,7 @@
 // keys mean exactly what they mean in mroce.conf (one parser for them).
 #include "scenario.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -156,7 +157,19 @@ EngineConfig engine_from(const std::vector<std::string>& engine_lines, const std
     if (!given("min_rto_us")) e.min_rto = native.min_rto;
     if (!given("initial_rto_us")) e.initial_rto = native.initial_rto;
     if (!given("max_payload") || e.max_payload == kMaxPayloadAuto) e.max_payload = native.max_payload;
+    if (!given("rx_capacity_mbps")) e.rx_capacity_mbps = 0;  // filled in from the fabric (finish_engine)
     return e;
+}
+
+// A host's inbound capacity is what its links bring (one per plane), unless
+// [engine] says otherwise: hints are shares of it (R-HINT-3).
+void finish_engine(Scenario& s) {
+    if (s.engine.rx_capacity_mbps != 0 && s.engine_rx_capacity_given) return;
+    const uint64_t ports = s.fabric.topology == TopologyKind::planes ? s.fabric.planes
+                           : s.fabric.topology == TopologyKind::pair ? s.fabric.pair_paths
+                                                                     : 1;
+    s.engine.rx_capacity_mbps = uint32_t(std::min<uint64_t>(UINT32_MAX, s.fabric.link_bps / 1'000'000 * ports));
+    s.engine_rx_capacity_given = false;
 }
 
 void check(const Scenario& s) {
@@ -234,7 +247,9 @@ Scenario parse_scenario(std::string_view text, const std::string& origin) {
             throw ConfigError(where(lineno) + "key '" + k + "': unknown in [" + sec + "]");
     }
     s.engine = engine_from(engine_lines, origin);
+    s.engine_rx_capacity_given = s.engine.rx_capacity_mbps != 0;
     s.engine_lines = std::move(engine_lines);
+    finish_engine(s);
     check(s);
     return s;
 }
@@ -273,12 +288,15 @@ void override_scenario(Scenario& s, const std::string& assignment) {
             lines.push_back(k + " = " + v);
         }
         s.engine = engine_from(lines, s.origin);
+        s.engine_rx_capacity_given = s.engine.rx_capacity_mbps != 0;
         s.engine_lines = std::move(lines);
+        finish_engine(s);
         return;
     }
     if (sec == "event") throw ConfigError(origin + ": events are given in the scenario file only");
     if (!apply(s, sec, Where{origin, 1, k}, k, v))
         throw ConfigError(origin + ": key '" + k + "': unknown in [" + sec + "]");
+    finish_engine(s);
     check(s);
 }
 

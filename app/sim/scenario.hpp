@@ -67,6 +67,7 @@ struct Scenario {
     FabricSpec fabric;
     TransportKind transport = TransportKind::mroce;
     EngineConfig engine;             // [engine]: config/mroce.conf's keys, the engine's own defaults
+    bool engine_rx_capacity_given = false;  // else rx_capacity_mbps = the host's link capacity
     std::vector<std::string> engine_lines;  // the file, [engine] lines kept, others blank (for overrides)
     RoceSpec roce;
     WorkloadSpec workload;
