@@ -6,6 +6,18 @@
 
 namespace mroce::conform {
 
+std::map<std::string, std::string> iut_cfg(std::initializer_list<std::pair<const std::string, std::string>> extra) {
+    std::map<std::string, std::string> m = {{"num_paths", "1"}, {"max_payload", "1024"},
+                                            {"initial_rto_us", "1000000"}, {"min_rto_us", "1000000"}};
+    for (const auto& [k, v] : extra) m[k] = v;
+    return m;
+}
+
+std::string wr_args(uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey) {
+    return "wr=" + std::to_string(id) + " addr=" + hex(addr) + " len=" + std::to_string(len) +
+           " lkey=" + std::to_string(lkey) + " raddr=" + hex(raddr) + " rkey=" + hex(rkey);
+}
+
 Env setup(Ctx& t, const Setup& s) {
     Env e(t);
     t.ctl.reset(s.iut);

@@ -18,9 +18,14 @@
 
 namespace mroce::conform {
 
+// reset parameters: the tests' defaults (one path, 1024-byte segments, a 1 s RTO so that only what a
+// test provokes resends anything) with extra overriding them.
+std::map<std::string, std::string> iut_cfg(std::initializer_list<std::pair<const std::string, std::string>> extra = {});
+// The key=value arguments of a one-buffer send WR (control protocol "send").
+std::string wr_args(uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t raddr = 0x10000, uint32_t rkey = 0x4242);
+
 struct Setup {
-    std::map<std::string, std::string> iut = {{"num_paths", "1"}, {"max_payload", "1024"},
-                                              {"initial_rto_us", "1000000"}, {"min_rto_us", "1000000"}};
+    std::map<std::string, std::string> iut = iut_cfg();
     ConnParams cp{};
     bool connect = true;        // the suite opens the connection (IUT passive)
     bool stream = true;         // create stream 1 at the IUT
@@ -39,6 +44,10 @@ struct Env {
     Peer& p() { return *peer; }
     // IUT-local address of byte off of the region.
     uint64_t at(uint64_t off) const { return mr.addr + off; }
+    // wr_args of a WR on bytes [off, off + len) of the region
+    std::string wr(uint64_t id, uint64_t off, uint32_t len, uint64_t raddr = 0x10000, uint32_t rkey = 0x4242) const {
+        return wr_args(id, at(off), len, mr.lkey, raddr, rkey);
+    }
     // "send <conn> 1 <op> ..." / "recv <conn> 1 ..."
     void post(const std::string& op, const std::string& args, uint32_t stream = 1);
     Answer try_post(const std::string& op, const std::string& args, uint32_t stream = 1);

@@ -198,7 +198,8 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
                                   "max_rto_us", "fail_after", "probe_interval_us", "conn_timeout_ms",
                                   "rnr_delay_us", "rnr_retry", "connect_retry_us", "ack_delay_us", "init_cwnd",
                                   "min_cwnd", "max_cwnd", "ecn", "reroute_after_marks", "max_inline",
-                                  "max_send_sge", "max_recv_sge", "deferred_placement", "hint_interval_us"};
+                                  "max_send_sge", "max_recv_sge", "deferred_placement", "hint_interval_us",
+                                  "keepalive_interval_us", "probe_rate", "probe_max_interval_us"};
     for (const auto& [k, v] : kv) {
         bool ok = false;
         for (const char* n : known) ok |= k == n;
@@ -232,12 +233,18 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
     e.max_send_sge = uint32_t(num(kv, "max_send_sge", e.max_send_sge));
     e.max_recv_sge = uint32_t(num(kv, "max_recv_sge", e.max_recv_sge));
     e.deferred_placement = num(kv, "deferred_placement", 0) != 0;
+    e.keepalive_interval = num(kv, "keepalive_interval_us", e.keepalive_interval / 1000) * 1000;
+    e.probe_rate = uint32_t(num(kv, "probe_rate", e.probe_rate));
+    e.probe_max_interval = num(kv, "probe_max_interval_us", e.probe_max_interval / 1000) * 1000;
     e.test_mutation = mutation_;
     // A listening port with its path ports (port + 1 .. + 16) free.
     for (int attempt = 0; attempt < 64; ++attempt) {
         uint16_t p = udp_port_;
         if (!p || !free_udp_ports(p, 17)) {
-            p = uint16_t(20000 + ((uint32_t(getpid()) * 131u + uint32_t(attempt) * 977u) % 30000u));
+            // 10000-14999: below the kernel's ephemeral range and the ranges other tests of
+            // this project pick their fixed ports from (20000 and up); the suite's sockets
+            // take 15000-19999 (peer.cpp).
+            p = uint16_t(10000 + ((uint32_t(getpid()) * 131u + uint32_t(attempt) * 977u) % 4980u));
             if (!free_udp_ports(p, 17)) continue;
         }
         c.port = p;

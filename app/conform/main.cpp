@@ -22,7 +22,6 @@
 
 #include "control.hpp"
 #include "coverage.hpp"
-#include "options.hpp"
 #include "peer.hpp"
 #include "suite.hpp"
 
@@ -192,7 +191,6 @@ int print_coverage(const Coverage& cov, double min_pct) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    Options opt;
     std::string control, spawn, junit, json, expect_fail, spec = MROCE_SPEC_PATH;
     std::vector<std::string> only_tests, only_rules;
     bool list = false, coverage = false, verbose = false;
@@ -296,7 +294,7 @@ int main(int argc, char** argv) {
         if (verbose) std::printf("... %s\n", t->name), std::fflush(stdout);
         Result r;
         r.t = t;
-        Ctx ctx{ctl, opt, {}};
+        Ctx ctx{ctl, {}};
         const uint64_t t0 = now_ns();
         try {
             t->fn(ctx);

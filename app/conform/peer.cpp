@@ -92,13 +92,22 @@ wire::AckHeader AckState::make(uint32_t rate_hint, bool echo_ts) const {
 }
 
 namespace {
+// The suite's sockets take ports 15000-19999, not ephemeral ones: the suite opens
+// hundreds per run, and other tests running beside it bind fixed ports in the
+// kernel's ephemeral range (an ephemeral socket of ours could take one first).
 int udp_socket(const std::string& ip, uint16_t& port_out) {
+    static uint32_t next = uint32_t(getpid()) * 397u;
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) < 0) {
+    bool bound = false;
+    for (int attempt = 0; attempt < 5000 && !bound; ++attempt) {
+        sa.sin_port = htons(uint16_t(15000 + next++ % 5000));
+        bound = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    }
+    if (!bound) {
         ::close(fd);
         throw std::runtime_error(std::string("bind: ") + std::strerror(errno));
     }

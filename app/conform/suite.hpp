@@ -18,7 +18,6 @@
 namespace mroce::conform {
 
 class Control;
-struct Options;
 
 // An expectation that did not hold: ends the test.
 struct Failure : std::runtime_error {
@@ -28,7 +27,6 @@ struct Failure : std::runtime_error {
 
 struct Ctx {
     Control& ctl;
-    const Options& opt;
     std::string note;  // set by a test for the report (a figure it measured)
 };
 

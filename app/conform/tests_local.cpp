@@ -18,18 +18,6 @@ using wire::Opcode;
 using wire::PacketType;
 using wire::Syndrome;
 
-std::map<std::string, std::string> iut(std::initializer_list<std::pair<const std::string, std::string>> extra) {
-    std::map<std::string, std::string> m = {{"num_paths", "1"}, {"max_payload", "1024"},
-                                            {"initial_rto_us", "1000000"}, {"min_rto_us", "1000000"}};
-    for (const auto& [k, v] : extra) m[k] = v;
-    return m;
-}
-
-std::string wr(uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t raddr = 0x10000, uint32_t rkey = 0x4242) {
-    return "wr=" + std::to_string(id) + " addr=" + hex(addr) + " len=" + std::to_string(len) + " lkey=" + std::to_string(lkey) +
-           " raddr=" + hex(raddr) + " rkey=" + hex(rkey);
-}
-
 std::string sge(std::initializer_list<std::tuple<uint64_t, uint32_t, uint32_t>> l) {
     std::string s = "sge=";
     bool first = true;
@@ -82,7 +70,7 @@ CONFORM_TEST(memory_registration, "R-MEM-1 R-MEM-2 R-KEY-1",
     const Sent s = e.p().send(d);
     wait_nak(e.p(), Syndrome::rkey_invalid, s.csn);
     t.ctl.stream(e.conn, 2, e.pd, e.cq, e.cq);
-    e.post("write", wr(5, old.addr, 16, old.lkey), 2);
+    e.post("write", wr_args(5, old.addr, 16, old.lkey), 2);
     check_wc(e.completions(1)[0], 5, "loc_prot_err", "a WRITE from a deregistered lkey");
 }
 
@@ -90,10 +78,10 @@ CONFORM_TEST(local_check_at_post, "R-MEM-4 R-STREAM-2:local R-STREAM-3",
              "a WRITE outside its lkey's region completes loc_prot_err, nothing is sent, the stream is in error: later posts "
              "complete wr_flush_err at once") {
     Env e = setup(t);
-    e.post("write", wr(1, e.mr.addr + 1024 * 1024, 64, e.mr.lkey));
+    e.post("write", wr_args(1, e.mr.addr + 1024 * 1024, 64, e.mr.lkey));
     check_wc(e.completions(1)[0], 1, "loc_prot_err", "the WRITE");
     e.p().quiet(is_data(), 20 * kMs, "nothing transmitted for a WR that failed its local check");
-    e.post("write", wr(2, e.at(0), 64, e.mr.lkey));
+    e.post("write", wr_args(2, e.at(0), 64, e.mr.lkey));
     e.post_recv(3, e.at(0), 64);
     const auto wc = e.completions(2);
     check_wc(wc[0], 2, "wr_flush_err", "a WRITE posted after the error");
@@ -104,9 +92,9 @@ CONFORM_TEST(local_check_at_post, "R-MEM-4 R-STREAM-2:local R-STREAM-3",
 CONFORM_TEST(message_size_limit, "R-SEG-5",
              "a WR longer than 2^31 bytes is refused message_too_long before taking a msg_seq; the stream stays usable") {
     Env e = setup(t);
-    const Answer a = e.try_post("write", wr(1, e.at(0), 0, e.mr.lkey) + " len=2147483649");
+    const Answer a = e.try_post("write", wr_args(1, e.at(0), 0, e.mr.lkey) + " len=2147483649");
     check(!a.ok && a.status() == "message_too_long", "refused message_too_long", a.line);
-    e.post("write", wr(2, e.at(0), 64, e.mr.lkey));
+    e.post("write", wr_args(2, e.at(0), 64, e.mr.lkey));
     const auto p = e.p().wait(is_data(), 1000 * kMs, "the next WRITE");
     check_eq(p.d().msg_seq, 0u, "msg_seq of the next WRITE (the refused one took none)");
     e.p().ack_all({p});
@@ -116,7 +104,7 @@ CONFORM_TEST(message_size_limit, "R-SEG-5",
 CONFORM_TEST(gather_list_segments, "R-SGE-1 R-SGE-2 R-SGE-3 R-SEG-2:list",
              "a WRITE gathered from entries of 500, 0 and 900 bytes is cut at the entry boundary (two packets); too many "
              "entries are refused; a bad entry fails the WR with nothing sent") {
-    Env e = setup(t, Setup{.iut = iut({{"max_inline", "0"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"max_inline", "0"}})});
     t.ctl.mem_write(e.at(0), pattern(500, 1));
     t.ctl.mem_write(e.at(4096), pattern(900, 2));
     e.post("write", "wr=1 raddr=0x10000 rkey=0x4242 " +
@@ -171,9 +159,9 @@ CONFORM_TEST(scatter_into_receive_list, "R-SGE-4 R-SEND-2:list",
 CONFORM_TEST(inline_sends, "R-INLINE-1 R-INLINE-2 R-INLINE-3",
              "an inline WRITE is copied at post (no lkey): overwritten buffer, the first transmission and the resend carry the "
              "posted bytes; longer or READ inline refused; a small list goes as one packet") {
-    Env e = setup(t, Setup{.iut = iut({{"max_inline", "256"}, {"initial_rto_us", "30000"}, {"min_rto_us", "30000"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"max_inline", "256"}, {"initial_rto_us", "30000"}, {"min_rto_us", "30000"}})});
     t.ctl.mem_write(e.at(0), pattern(100, 3));
-    e.post("write", wr(1, e.at(0), 100, 0) + " inline=1");
+    e.post("write", wr_args(1, e.at(0), 100, 0) + " inline=1");
     t.ctl.mem_write(e.at(0), pattern(100, 200));  // reused at once
     const auto p = e.p().wait(is_data(), 1000 * kMs, "the inline WRITE");
     const auto r = e.p().wait([&](const RxPkt& x) { return x.is(PacketType::data) && x.d().csn == p.d().csn; }, 1000 * kMs,
@@ -183,9 +171,9 @@ CONFORM_TEST(inline_sends, "R-INLINE-1 R-INLINE-2 R-INLINE-3",
     check(std::equal(want.begin(), want.end(), r.payload().begin()), "the posted bytes in the resend", "later bytes");
     e.p().ack_all({p, r});
     check_wc(e.completions(1)[0], 1, "success", "the inline WRITE");
-    Answer a = e.try_post("write", wr(2, e.at(0), 300, 0) + " inline=1");
+    Answer a = e.try_post("write", wr_args(2, e.at(0), 300, 0) + " inline=1");
     check(!a.ok && a.status() == "invalid_argument", "an inline WRITE above max_inline refused invalid_argument", a.line);
-    a = e.try_post("read", wr(3, e.at(0), 64, e.mr.lkey) + " inline=1");
+    a = e.try_post("read", wr_args(3, e.at(0), 64, e.mr.lkey) + " inline=1");
     check(!a.ok && a.status() == "invalid_argument", "an inline READ refused invalid_argument", a.line);
     e.post("write", "wr=4 raddr=0x20000 rkey=0x4242 " +
                         sge({{e.at(1000), 30, e.mr.lkey}, {e.at(2000), 30, e.mr.lkey}, {e.at(3000), 40, e.mr.lkey}}));
@@ -203,8 +191,8 @@ CONFORM_TEST(inline_sends, "R-INLINE-1 R-INLINE-2 R-INLINE-3",
 CONFORM_TEST(stream_attributes, "R-STREAM-9",
              "send_depth 3 and recv_depth 2 are the queue limits (any value); out-of-range attributes are refused") {
     Env e = setup(t, Setup{.stream_extra = "send_depth=3 recv_depth=2"});
-    for (int i = 0; i < 3; ++i) e.post("write", wr(uint64_t(i), e.at(0), 8, e.mr.lkey));
-    Answer a = e.try_post("write", wr(9, e.at(0), 8, e.mr.lkey));
+    for (int i = 0; i < 3; ++i) e.post("write", wr_args(uint64_t(i), e.at(0), 8, e.mr.lkey));
+    Answer a = e.try_post("write", wr_args(9, e.at(0), 8, e.mr.lkey));
     check(!a.ok && a.status() == "queue_full", "a 4th send WR refused queue_full", a.line);
     e.post_recv(1, e.at(0), 8);
     e.post_recv(2, e.at(0), 8);
@@ -222,8 +210,8 @@ CONFORM_TEST(stream_error_on_demand, "R-STREAM-12 R-STREAM-7 R-STREAM-3",
              "set_stream_error flushes the outstanding WRs in order and the receives; later posts flush at once, incoming "
              "DATA gets stream_error; the stream stays in error until destroyed") {
     Env e = setup(t);
-    e.post("write", wr(1, e.at(0), 8, e.mr.lkey));
-    e.post("write", wr(2, e.at(0), 8, e.mr.lkey));
+    e.post("write", wr_args(1, e.at(0), 8, e.mr.lkey));
+    e.post("write", wr_args(2, e.at(0), 8, e.mr.lkey));
     e.post_recv(3, e.at(0), 8);
     e.p().collect_n(is_data(), 2, 1000 * kMs);
     t.ctl.call("stream_error " + std::to_string(e.conn) + " 1");
@@ -237,7 +225,7 @@ CONFORM_TEST(stream_error_on_demand, "R-STREAM-12 R-STREAM-7 R-STREAM-3",
     check_eq(sends.size(), size_t(2), "send completions");
     check_wc(sends[0], 1, "wr_flush_err", "first WR");
     check_wc(sends[1], 2, "wr_flush_err", "second WR");
-    e.post("write", wr(4, e.at(0), 8, e.mr.lkey));
+    e.post("write", wr_args(4, e.at(0), 8, e.mr.lkey));
     check_wc(e.completions(1)[0], 4, "wr_flush_err", "a WRITE posted in error");
     const Sent s = e.p().send(write_seg(e, 0, 0, 8, 0, pattern(8, 1)));
     wait_nak(e.p(), Syndrome::stream_error, s.csn);
@@ -245,7 +233,7 @@ CONFORM_TEST(stream_error_on_demand, "R-STREAM-12 R-STREAM-7 R-STREAM-3",
     e.no_completion(10);
     t.ctl.call("stream_destroy " + std::to_string(e.conn) + " 1");
     t.ctl.stream(e.conn, 1, e.pd, e.cq, e.cq);
-    e.post("write", wr(5, e.at(0), 8, e.mr.lkey));
+    e.post("write", wr_args(5, e.at(0), 8, e.mr.lkey));
     const auto p = e.p().wait([](const RxPkt& r) { return r.is(PacketType::data) && (r.d().stream_id >> 24) == 1; },
                               1000 * kMs, "the new incarnation's WRITE");
     e.p().ack_all({p});

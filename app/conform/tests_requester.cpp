@@ -7,6 +7,7 @@
 // when), windows, pacing and the completions (spec sections 3, 4, 6, 9, 10, 11).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -18,18 +19,6 @@ namespace {
 using wire::Opcode;
 using wire::PacketType;
 using wire::Syndrome;
-
-std::string wr(uint64_t id, const Env& e, uint64_t off, uint32_t len, uint64_t raddr = 0x10000, uint32_t rkey = 0x4242) {
-    return "wr=" + std::to_string(id) + " addr=" + hex(e.at(off)) + " len=" + std::to_string(len) +
-           " lkey=" + std::to_string(e.mr.lkey) + " raddr=" + hex(raddr) + " rkey=" + hex(rkey);
-}
-
-std::map<std::string, std::string> iut(std::initializer_list<std::pair<const std::string, std::string>> extra) {
-    std::map<std::string, std::string> m = {{"num_paths", "1"}, {"max_payload", "1024"},
-                                            {"initial_rto_us", "1000000"}, {"min_rto_us", "1000000"}};
-    for (const auto& [k, v] : extra) m[k] = v;
-    return m;
-}
 
 // DATA packets until none arrives for quiet_ns.
 std::vector<RxPkt> flight(Peer& p, uint64_t quiet_ns = 40 * kMs, uint64_t max_ns = 2000 * kMs) {
@@ -47,6 +36,7 @@ std::vector<RxPkt> flight(Peer& p, uint64_t quiet_ns = 40 * kMs, uint64_t max_ns
 std::vector<Wc> ack_until_done(Env& e, size_t n, uint32_t hint = 0) {
     std::vector<Wc> out;
     const uint64_t end = now_ns() + 3000 * kMs;
+    for (auto& [path, st] : e.p().acks) e.p().ack_path(path, hint);  // what the test recorded so far
     while (out.size() < n) {
         auto f = e.p().collect(is_data(), 5 * kMs);
         if (!f.empty()) e.p().ack_all(f, hint);
@@ -74,11 +64,11 @@ CONFORM_TEST(requester_write_segments, "R-SEG-1 R-SEG-2 R-DATA-3 R-DATA-5 R-DATA
              "a 2000-byte WRITE at a negotiated 700-byte segment: fields of every packet; completion only once every packet "
              "is acked, never from cum_csn") {
     Setup s;
-    s.iut = iut({});
+    s.iut = iut_cfg({});
     s.cp.max_payload = 700;
     Env e = setup(t, s);
     t.ctl.mem_write(e.at(0), pattern(2000, 50));
-    e.post("write", wr(1, e, 0, 2000));
+    e.post("write", e.wr(1, 0, 2000));
     auto f = e.p().collect_n(is_data(), 3, 1000 * kMs);
     check_eq(f.size(), size_t(3), "DATA packets of a 2000-byte WRITE at segment size min(1024, 700)");
     std::sort(f.begin(), f.end(), [](const RxPkt& a, const RxPkt& b) { return a.d().offset < b.d().offset; });
@@ -125,9 +115,9 @@ CONFORM_TEST(requester_write_segments, "R-SEG-1 R-SEG-2 R-DATA-3 R-DATA-5 R-DATA
 CONFORM_TEST(selective_retransmission, "R-SACK-4 R-SACK-5 R-PATH-4 R-DATA-6 R-SCHED-6 R-DATA-9:retransmit",
              "8 packets in flight, PSN 1 missing below SACKed PSN 2: exactly PSN 1's segment is resent, at once, before new "
              "segments, with a new PSN and the same fields") {
-    Env e = setup(t, Setup{.iut = iut({{"init_cwnd", "8"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"init_cwnd", "8"}})});
     t.ctl.mem_write(e.at(0), pattern(12 * 1024, 60));
-    e.post("write", wr(1, e, 0, 12 * 1024));
+    e.post("write", e.wr(1, 0, 12 * 1024));
     auto f = flight(e.p());
     check_eq(f.size(), size_t(8), "first flight (init_cwnd 8)");
     const uint32_t c0 = e.p().theirs.initial_csn;
@@ -151,22 +141,21 @@ CONFORM_TEST(selective_retransmission, "R-SACK-4 R-SACK-5 R-PATH-4 R-DATA-6 R-SC
     check(r.d().offset == lost.d().offset && r.d().msg_len == lost.d().msg_len && r.d().payload_len == lost.d().payload_len &&
               std::equal(r.payload().begin(), r.payload().end(), lost.payload().begin()) && r.d().opcode == lost.d().opcode,
           "the same segment (offset, lengths, bytes)", r.str());
-    e.p().record(f[0]);
-    e.p().record(f[2]);
     for (const auto& p : f) e.p().record(p);
+    for (const auto& p : g) e.p().record(p);
     const auto wc = ack_until_done(e, 1);
     check_wc(wc[0], 1, "success", "the WRITE");
 }
 
 CONFORM_TEST(tail_loss_probe, "R-TIMER-8 R-RTT-1:sample",
              "after an RTT sample, an unacknowledged last packet is probed once on its path with ACK_NOW, long before the RTO") {
-    Env e = setup(t, Setup{.iut = iut({{"initial_rto_us", "500000"}, {"min_rto_us", "500000"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"initial_rto_us", "500000"}, {"min_rto_us", "500000"}})});
     e.p().echo_ts = true;
-    e.post("write", wr(1, e, 0, 100));
+    e.post("write", e.wr(1, 0, 100));
     const auto first = e.p().wait(is_data(), 1000 * kMs, "the first WRITE");
     e.p().ack_all({first});
     e.completions(1);
-    e.post("write", wr(2, e, 0, 100));
+    e.post("write", e.wr(2, 0, 100));
     const auto orig = e.p().wait(is_data(), 1000 * kMs, "the second WRITE");
     const auto probe = e.p().wait(is_data(), 1000 * kMs, "a tail-loss probe");
     check(probe.d().csn == orig.d().csn && probe.pk.common.path_id == orig.pk.common.path_id &&
@@ -181,15 +170,16 @@ CONFORM_TEST(tail_loss_probe, "R-TIMER-8 R-RTT-1:sample",
 CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9 R-PATH-10 R-PATH-11 R-SCHED-9 R-TIMER-1:initial",
              "unacknowledged: resent after 30, 60 ms (backoff); the third timeout fails the path: new source port, PROBEs "
              "every 20 ms, no DATA; the latest probe's reply revives it") {
-    Env e = setup(t, Setup{.iut = iut({{"initial_rto_us", "30000"}, {"min_rto_us", "30000"}, {"max_rto_us", "1000000"},
+    Env e = setup(t, Setup{.iut = iut_cfg({{"initial_rto_us", "30000"}, {"min_rto_us", "30000"}, {"max_rto_us", "1000000"},
                                         {"probe_interval_us", "20000"}, {"fail_after", "3"}})});
-    e.post("write", wr(1, e, 0, 100));
+    e.post("write", e.wr(1, 0, 100));
     std::vector<RxPkt> tx;
     for (int i = 0; i < 3; ++i) tx.push_back(e.p().wait(is_data(), 2000 * kMs, "transmission " + std::to_string(i)));
     const uint64_t rto = 30 * kMs;
     for (int i = 1; i < 3; ++i) {
         const uint64_t want = rto << (i - 1);
-        check(tx[size_t(i)].at - tx[size_t(i) - 1].at >= want * 9 / 10,
+        // Arrival times carry the suite's own receive latency: a quarter of slack.
+        check(tx[size_t(i)].at - tx[size_t(i) - 1].at >= want * 3 / 4,
               "retransmission " + std::to_string(i) + " at least " + std::to_string(want / kMs) + " ms after the previous",
               std::to_string((tx[size_t(i)].at - tx[size_t(i) - 1].at) / kMs) + " ms");
         check(tx[size_t(i)].d().csn == tx[0].d().csn && tx[size_t(i)].d().psn != tx[size_t(i) - 1].d().psn,
@@ -197,7 +187,7 @@ CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9
     }
     std::vector<RxPkt> probes;
     for (int i = 0; i < 3; ++i) probes.push_back(e.p().wait(is_ctrl(PacketType::probe), 2000 * kMs, "PROBE " + std::to_string(i)));
-    check(probes[0].at - tx[2].at >= (rto << 2) * 9 / 10, "the path failing on the third timeout (120 ms after the last resend)",
+    check(probes[0].at - tx[2].at >= (rto << 2) * 3 / 4, "the path failing on the third timeout (120 ms after the last resend)",
           std::to_string((probes[0].at - tx[2].at) / kMs) + " ms");
     check(probes[0].src_port != tx[0].src_port, "a new entropy (source port) for the failed path",
           "source port " + std::to_string(probes[0].src_port));
@@ -208,29 +198,37 @@ CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9
               "PROBEs from the failed path's one new source port, ts nonzero", probes[size_t(i)].str());
     }
     // The first probe goes at once, the next on the probe_interval grid: a late first one shortens one gap only.
-    check(probes[2].at - probes[0].at >= 18 * kMs, "PROBEs every probe_interval (20 ms): 3 of them over 20 ms at least",
+    check(probes[2].at - probes[0].at >= 15 * kMs, "PROBEs every probe_interval (20 ms): 3 of them over 20 ms at least",
           std::to_string((probes[2].at - probes[0].at) / kMs) + " ms");
     e.p().quiet(is_data(), 5 * kMs, "no DATA while the only path is failed");
     // A reply to an older probe is ignored: no DATA follows.
     e.p().send_probe_reply(probes[0]);
     e.p().quiet(is_data(), 30 * kMs, "no DATA after a reply to an older probe");
-    const auto latest = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "another PROBE");
-    e.p().send_probe_reply(latest);
-    const auto back = e.p().wait(is_data(), 1000 * kMs, "DATA on the revived path");
-    check(back.d().csn == tx[0].d().csn && back.src_port == latest.src_port,
-          "the segment resent from the revived path's new source port", back.str());
-    e.p().ack_all({back});
+    // Answer the newest PROBE at once (a reply overtaken by the next PROBE names an older probe_seq: ignored).
+    std::optional<RxPkt> back;
+    RxPkt latest;
+    for (int attempt = 0; attempt < 10 && !back; ++attempt) {
+        e.p().collect(is_ctrl(PacketType::probe), 0);  // drop the ones already here
+        latest = e.p().wait(is_ctrl(PacketType::probe), 1000 * kMs, "another PROBE");
+        e.p().send_probe_reply(latest);
+        back = e.p().poll(is_data(), 15 * kMs);
+    }
+    if (!back) fail("DATA on the path revived by a reply to its latest PROBE", "none after 10 replies");
+    check(back->d().csn == tx[0].d().csn && back->src_port == latest.src_port,
+          "the segment resent from the revived path's new source port", back->str());
+    e.p().ack_all({*back});
     e.completions(1);
 }
 
 CONFORM_TEST(timeout_collapses_window_late_ack_cancels, "R-CC-6 R-TIMER-7 R-SACK-3 R-TIMER-2:all",
              "8 in flight, no ACK: the RTO declares all lost and resends one at a time (window 1); a late ACK of the "
              "originals cancels the other 7 resends") {
-    Env e = setup(t, Setup{.iut = iut({{"init_cwnd", "8"}, {"initial_rto_us", "40000"}, {"min_rto_us", "40000"},
+    Env e = setup(t, Setup{.iut = iut_cfg({{"init_cwnd", "8"}, {"initial_rto_us", "40000"}, {"min_rto_us", "40000"},
                                         {"max_rto_us", "1000000"}})});
-    e.post("write", wr(1, e, 0, 12 * 1024));
-    auto f = flight(e.p(), 20 * kMs);
+    e.post("write", e.wr(1, 0, 12 * 1024));
+    auto f = e.p().collect_n(is_data(), 8, 1000 * kMs);
     check_eq(f.size(), size_t(8), "first flight");
+    // The 9th packet: the RTO's resend of the oldest CSN, not a new segment (the window is 8).
     const auto r1 = e.p().wait(is_data(), 1000 * kMs, "the first resend after the RTO");
     check(r1.d().psn == 8 && r1.d().csn == e.p().theirs.initial_csn, "PSN 8 resending the oldest CSN", r1.str());
     e.p().quiet(is_data(), 15 * kMs, "a single packet in flight after the timeout (window = min_cwnd 1)");
@@ -253,8 +251,8 @@ CONFORM_TEST(ecn_cuts_window_ai_grows_loss_does_not, "R-CC-1 R-CC-2 R-CC-3 R-CC-
              "init_cwnd 8: an ACK of the flight with every packet CE-marked allows 7 next; unmarked, 9; a SACK-detected loss "
              "does not cut (8)") {
     auto run = [&](int mode) {
-        Env e = setup(t, Setup{.iut = iut({{"init_cwnd", "8"}})});
-        e.post("write", wr(1, e, 0, 40 * 1024));
+        Env e = setup(t, Setup{.iut = iut_cfg({{"init_cwnd", "8"}})});
+        e.post("write", e.wr(1, 0, 40 * 1024));
         auto f = flight(e.p());
         check_eq(f.size(), size_t(8), "first flight (init_cwnd 8)");
         wire::AckHeader a{};
@@ -277,8 +275,8 @@ CONFORM_TEST(ecn_cuts_window_ai_grows_loss_does_not, "R-CC-1 R-CC-2 R-CC-3 R-CC-
 
 CONFORM_TEST(paths_spread_round_robin, "R-SCHED-1 R-SCHED-2 R-SCHED-4 R-PATH-2 R-PATH-8:entropy",
              "4 paths, no RTT yet: 8 segments go two per path, each path from one source port of its own, its PSNs 0 and 1") {
-    Env e = setup(t, Setup{.iut = iut({{"num_paths", "4"}})});
-    e.post("write", wr(1, e, 0, 8 * 1024));
+    Env e = setup(t, Setup{.iut = iut_cfg({{"num_paths", "4"}})});
+    e.post("write", e.wr(1, 0, 8 * 1024));
     auto f = e.p().collect_n(is_data(), 8, 1000 * kMs);
     check_eq(f.size(), size_t(8), "segments");
     std::map<uint16_t, std::vector<RxPkt>> by;
@@ -291,17 +289,18 @@ CONFORM_TEST(paths_spread_round_robin, "R-SCHED-1 R-SCHED-2 R-SCHED-4 R-PATH-2 R
         ports.insert(v[0].src_port);
     }
     check_eq(ports.size(), size_t(4), "distinct source ports of the 4 paths");
+    e.p().ack_all(f);
     ack_until_done(e, 1);
 }
 
 CONFORM_TEST(csn_window_limits_sender, "R-CSN-5 R-SCHED-8:csn",
              "we announce csn_window 64: 100 segments with a large window stop at 64 CSNs in flight; acking 10 frees 10") {
     Setup s;
-    s.iut = iut({{"init_cwnd", "200"}, {"max_cwnd", "256"}});
+    s.iut = iut_cfg({{"init_cwnd", "200"}, {"max_cwnd", "256"}});
     s.cp.csn_window = 64;
     s.cp.max_payload = 256;
     Env e = setup(t, s);
-    e.post("write", wr(1, e, 0, 100 * 256));
+    e.post("write", e.wr(1, 0, 100 * 256));
     auto f = flight(e.p());
     check_eq(f.size(), size_t(64), "segments in flight under a 64-CSN window");
     const uint32_t c0 = e.p().theirs.initial_csn;
@@ -320,10 +319,10 @@ CONFORM_TEST(csn_window_limits_sender, "R-CSN-5 R-SCHED-8:csn",
 CONFORM_TEST(stream_window_limits_sender, "R-STREAM-5 R-CONN-7:depth",
              "we announce stream_depth 2: of 4 posted WRITEs two are sent; completing the first releases the third") {
     Setup s;
-    s.iut = iut({});
+    s.iut = iut_cfg({});
     s.cp.stream_depth = 2;
     Env e = setup(t, s);
-    for (int i = 0; i < 4; ++i) e.post("write", wr(uint64_t(i), e, 0, 64));
+    for (int i = 0; i < 4; ++i) e.post("write", e.wr(uint64_t(i), 0, 64));
     auto f = flight(e.p());
     check_eq(f.size(), size_t(2), "messages in flight with stream_depth 2");
     for (auto& p : f) check(p.d().msg_seq < 2, "messages 0 and 1", p.str());
@@ -338,10 +337,10 @@ CONFORM_TEST(stream_window_limits_sender, "R-STREAM-5 R-CONN-7:depth",
 
 CONFORM_TEST(send_completions_in_post_order, "R-CMPL-2:order R-CMPL-4 R-CMPL-7",
              "three WRITEs (the second unsignaled) acknowledged last-first: completions wait, then wr 0 and wr 2 in order") {
-    Env e = setup(t, Setup{.iut = iut({})});
-    e.post("write", wr(0, e, 0, 64));
-    e.post("write", wr(1, e, 0, 64) + " signaled=0");
-    e.post("write", wr(2, e, 0, 64));
+    Env e = setup(t, Setup{.iut = iut_cfg({})});
+    e.post("write", e.wr(0, 0, 64));
+    e.post("write", e.wr(1, 0, 64) + " signaled=0");
+    e.post("write", e.wr(2, 0, 64));
     auto f = e.p().collect_n(is_data(), 3, 1000 * kMs);
     check_eq(f.size(), size_t(3), "packets");
     wire::AckHeader a = sack_of(0, {2});
@@ -356,7 +355,7 @@ CONFORM_TEST(send_completions_in_post_order, "R-CMPL-2:order R-CMPL-4 R-CMPL-7",
 CONFORM_TEST(nak_syndromes_to_status, "R-NAK-3 R-NAK-4 R-NAK-9 R-NAK-6 R-STREAM-2 R-STREAM-8",
              "a NAK of each syndrome fails its WR with the mapped status and flushes the later one; a NAKed packet is never "
              "resent; a WR acked before its predecessor's NAK is flushed") {
-    Env e = setup(t, Setup{.iut = iut({})});
+    Env e = setup(t, Setup{.iut = iut_cfg({})});
     const std::pair<Syndrome, const char*> map[] = {
         {Syndrome::rkey_invalid, "rem_access_err"}, {Syndrome::pd_mismatch, "rem_access_err"},
         {Syndrome::access_denied, "rem_access_err"}, {Syndrome::out_of_range, "rem_access_err"},
@@ -365,8 +364,8 @@ CONFORM_TEST(nak_syndromes_to_status, "R-NAK-3 R-NAK-4 R-NAK-9 R-NAK-6 R-STREAM-
     for (uint32_t i = 0; i < 8; ++i) {
         const uint32_t sid = 10 + i;
         t.ctl.stream(e.conn, sid, e.pd, e.cq, e.cq);
-        e.post("write", wr(100 + i, e, 0, 64), sid);
-        e.post("write", wr(200 + i, e, 0, 64), sid);
+        e.post("write", e.wr(100 + i, 0, 64), sid);
+        e.post("write", e.wr(200 + i, 0, 64), sid);
     }
     auto f = e.p().collect_n(is_data(), 16, 1000 * kMs);
     check_eq(f.size(), size_t(16), "packets");
@@ -399,8 +398,8 @@ CONFORM_TEST(nak_syndromes_to_status, "R-NAK-3 R-NAK-4 R-NAK-9 R-NAK-6 R-STREAM-
 
 CONFORM_TEST(nak_for_nothing_ignored, "R-NAK-5",
              "NAKs naming an unknown stream or a msg_seq not outstanding change nothing: the WR then succeeds") {
-    Env e = setup(t, Setup{.iut = iut({})});
-    e.post("write", wr(1, e, 0, 64));
+    Env e = setup(t, Setup{.iut = iut_cfg({})});
+    e.post("write", e.wr(1, 0, 64));
     const auto p = e.p().wait(is_data(), 1000 * kMs, "the WRITE");
     wire::NakHeader n;
     n.stream_id = 77;
@@ -418,7 +417,7 @@ CONFORM_TEST(nak_for_nothing_ignored, "R-NAK-5",
 CONFORM_TEST(rnr_nak_resend_then_void, "R-NAK-10:requester R-NAK-11:requester",
              "an RNR NAK makes the IUT resend the same CSN after rnr_delay; after rnr_retry the WR fails and the CSN goes "
              "once more as a void packet") {
-    Env e = setup(t, Setup{.iut = iut({{"rnr_delay_us", "30000"}, {"rnr_retry", "1"}})});
+    Env e = setup(t, Setup{.iut = iut_cfg({{"rnr_delay_us", "30000"}, {"rnr_retry", "1"}})});
     e.post("send", "wr=1 addr=" + hex(e.at(0)) + " len=100 lkey=" + std::to_string(e.mr.lkey));
     const auto p = e.p().wait(is_data(), 1000 * kMs, "the SEND");
     auto rnr = [&](const RxPkt& x) {
@@ -450,8 +449,8 @@ CONFORM_TEST(rnr_nak_resend_then_void, "R-NAK-10:requester R-NAK-11:requester",
 
 CONFORM_TEST(requester_read, "R-READ-1 R-READ-6 R-READ-3:place",
              "a READ is one READ_REQ; its response, out of order, is placed and completes only when whole") {
-    Env e = setup(t, Setup{.iut = iut({})});
-    e.post("read", wr(1, e, 0, 2000, 0x5000, 0x99));
+    Env e = setup(t, Setup{.iut = iut_cfg({})});
+    e.post("read", e.wr(1, 0, 2000, 0x5000, 0x99));
     const auto q = e.p().wait(is_data(), 1000 * kMs, "the READ_REQ");
     check(q.d().opcode == Opcode::read_req && q.d().msg_len == 2000 && q.d().payload_len == 0 && q.d().rkey == 0x99 &&
               q.d().remote_addr == 0x5000 && q.d().offset == 0,
@@ -480,13 +479,13 @@ CONFORM_TEST(requester_read, "R-READ-1 R-READ-6 R-READ-3:place",
 CONFORM_TEST(requester_atomics, "R-ATOMIC-1:requester R-ATOMIC-3:requester R-ATOMIC-5",
              "FADD and CAS go as one 16-byte big-endian operand packet; the reply's value lands at the local address; bad "
              "lengths and alignment are refused at post") {
-    Env e = setup(t, Setup{.iut = iut({})});
-    auto bad = e.try_post("fadd", wr(9, e, 0, 4, 0x8008, 0x31) + " add=1");
+    Env e = setup(t, Setup{.iut = iut_cfg({})});
+    auto bad = e.try_post("fadd", e.wr(9, 0, 4, 0x8008, 0x31) + " add=1");
     check(!bad.ok && bad.status() == "invalid_argument", "an atomic of 4 bytes refused invalid_argument", bad.line);
-    bad = e.try_post("fadd", wr(9, e, 0, 8, 0x8004, 0x31) + " add=1");
+    bad = e.try_post("fadd", e.wr(9, 0, 8, 0x8004, 0x31) + " add=1");
     check(!bad.ok && bad.status() == "invalid_argument", "an unaligned atomic refused invalid_argument", bad.line);
-    e.post("fadd", wr(1, e, 0, 8, 0x8008, 0x31) + " add=5");
-    e.post("cas", wr(2, e, 8, 8, 0x8010, 0x31) + " cmp=0x10 swap=0x20");
+    e.post("fadd", e.wr(1, 0, 8, 0x8008, 0x31) + " add=5");
+    e.post("cas", e.wr(2, 8, 8, 0x8010, 0x31) + " cmp=0x10 swap=0x20");
     auto f = e.p().collect_n(is_data(), 2, 1000 * kMs);
     check_eq(f.size(), size_t(2), "atomic packets");
     const uint8_t fadd_ops[16] = {0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -516,9 +515,9 @@ CONFORM_TEST(requester_atomics, "R-ATOMIC-1:requester R-ATOMIC-3:requester R-ATO
 CONFORM_TEST(read_atomic_outstanding_limits, "R-STREAM-10",
              "max_rd_atomic 1: a second READ waits for the first; max_dest_rd_atomic 1: a second held READ_REQ is refused "
              "invalid_request") {
-    Env e = setup(t, Setup{.iut = iut({}), .stream_extra = "max_rd_atomic=1 max_dest_rd_atomic=1"});
-    e.post("read", wr(1, e, 0, 64, 0x5000, 0x99));
-    e.post("read", wr(2, e, 64, 64, 0x6000, 0x99));
+    Env e = setup(t, Setup{.iut = iut_cfg({}), .stream_extra = "max_rd_atomic=1 max_dest_rd_atomic=1"});
+    e.post("read", e.wr(1, 0, 64, 0x5000, 0x99));
+    e.post("read", e.wr(2, 64, 64, 0x6000, 0x99));
     auto f = flight(e.p(), 30 * kMs);
     check_eq(f.size(), size_t(1), "READ_REQs in flight with max_rd_atomic 1");
     e.p().ack_all(f);
@@ -551,11 +550,11 @@ CONFORM_TEST(read_atomic_outstanding_limits, "R-STREAM-10",
 CONFORM_TEST(pacing_follows_rate_hint, "R-HINT-5 R-SCHED-7 R-HINT-6",
              "ACKs carrying a 16 Mbit/s hint: after the first flight, the IUT sends no faster than the hint plus one bucket") {
     Setup s;
-    s.iut = iut({});
+    s.iut = iut_cfg({});
     s.mr_len = 400 * 1024;
     Env e = setup(t, s);
     const uint32_t hint = 16000;  // kbit/s = 2 MB/s
-    e.post("write", wr(1, e, 0, 300 * 1024));
+    e.post("write", e.wr(1, 0, 300 * 1024));
     uint64_t t_hint = 0, bytes = 0;
     double worst = -1e18;
     const uint64_t end = now_ns() + 3000 * kMs;
@@ -591,7 +590,7 @@ CONFORM_TEST(pacing_from_handshake_hint, "R-HINT-8:initiator R-CONN-12 R-STREAM-
     e.conn = conn;
     const auto req = e.p().wait(is_ctrl(PacketType::connect_req), 1000 * kMs, "the IUT's CONNECT_REQ");
     t.ctl.stream(conn, 1, e.pd, e.cq, e.cq);
-    e.post("write", wr(1, e, 0, 20 * 1024));
+    e.post("write", e.wr(1, 0, 20 * 1024));
     const std::string st = t.ctl.conn_state(conn);
     check(st == "connecting", "state connecting while the CONNECT_ACK is outstanding", st);
     e.p().quiet(is_data(), 20 * kMs, "no DATA before the connection is established");
@@ -600,16 +599,17 @@ CONFORM_TEST(pacing_from_handshake_hint, "R-HINT-8:initiator R-CONN-12 R-STREAM-
     e.p().answer(req, cp, 8000);
     auto f = e.p().collect_n(is_data(), 20, 2000 * kMs);
     check_eq(f.size(), size_t(20), "segments");
-    check(f.back().at - f.front().at >= 17 * kMs, "20 packets of 1096 bytes at 8 Mbit/s spread over at least 19.7 ms",
+    check(f.back().at - f.front().at >= 15 * kMs, "20 packets of 1096 bytes at 8 Mbit/s spread over at least 19.7 ms",
           std::to_string((f.back().at - f.front().at) / 1000) + " us");
     check(f[0].d().payload_len <= 1024, "segments of the negotiated size", f[0].str());
+    e.p().ack_all(f, 8000);
     ack_until_done(e, 1, 8000);
 }
 
 CONFORM_TEST(ack_beyond_snd_nxt_ignored, "R-ACK-6",
              "an ACK whose cum_psn is beyond anything sent on the path is ignored: the WR completes only on a real ACK") {
-    Env e = setup(t, Setup{.iut = iut({})});
-    e.post("write", wr(1, e, 0, 64));
+    Env e = setup(t, Setup{.iut = iut_cfg({})});
+    e.post("write", e.wr(1, 0, 64));
     const auto p = e.p().wait(is_data(), 1000 * kMs, "the WRITE");
     wire::AckHeader a{};
     a.cum_psn = p.d().psn + 50;
@@ -623,9 +623,9 @@ CONFORM_TEST(ack_beyond_snd_nxt_ignored, "R-ACK-6",
 CONFORM_TEST(second_ack_of_a_csn_no_effect, "R-SACK-6 R-RTT-2 R-PATH-1:resend",
              "after a timeout resend, the original and the resend are acked separately: one completion; the resend carries "
              "its own PSN and ts") {
-    Env e = setup(t, Setup{.iut = iut({{"initial_rto_us", "30000"}, {"min_rto_us", "30000"}})});
-    e.post("write", wr(1, e, 0, 64));
-    e.post("write", wr(2, e, 0, 64));
+    Env e = setup(t, Setup{.iut = iut_cfg({{"initial_rto_us", "30000"}, {"min_rto_us", "30000"}})});
+    e.post("write", e.wr(1, 0, 64));
+    e.post("write", e.wr(2, 0, 64));
     const auto p = e.p().collect_n(is_data(), 2, 1000 * kMs);
     check_eq(p.size(), size_t(2), "the two WRITEs");
     const RxPkt& first = p[0].d().msg_seq == 0 ? p[0] : p[1];
@@ -643,8 +643,8 @@ CONFORM_TEST(second_ack_of_a_csn_no_effect, "R-SACK-6 R-RTT-2 R-PATH-1:resend",
 CONFORM_TEST(windows_per_path, "R-CC-7",
              "two paths of init_cwnd 4: an all-CE ACK of path 0 and a clean ACK of path 1 leave 3 and 5 packets in flight on "
              "them") {
-    Env e = setup(t, Setup{.iut = iut({{"num_paths", "2"}, {"init_cwnd", "4"}})});
-    e.post("write", wr(1, e, 0, 40 * 1024));
+    Env e = setup(t, Setup{.iut = iut_cfg({{"num_paths", "2"}, {"init_cwnd", "4"}})});
+    e.post("write", e.wr(1, 0, 40 * 1024));
     auto f = flight(e.p());
     check_eq(f.size(), size_t(8), "first flight (4 per path)");
     for (uint16_t path = 0; path < 2; ++path) {
@@ -665,8 +665,8 @@ CONFORM_TEST(windows_per_path, "R-CC-7",
 CONFORM_TEST(reroute_after_marks, "R-SCHED-5",
              "reroute_after_marks 1: a path whose rounds keep seeing CE moves to a new entropy (source port), and its data "
              "still arrives") {
-    Env e = setup(t, Setup{.iut = iut({{"init_cwnd", "4"}, {"reroute_after_marks", "1"}})});
-    e.post("write", wr(1, e, 0, 60 * 1024));
+    Env e = setup(t, Setup{.iut = iut_cfg({{"init_cwnd", "4"}, {"reroute_after_marks", "1"}})});
+    e.post("write", e.wr(1, 0, 60 * 1024));
     uint16_t port0 = 0;
     bool moved = false;
     for (int round = 0; round < 12 && !moved; ++round) {

@@ -10,11 +10,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "exports.hpp"
 #include "provider.hpp"
@@ -164,6 +166,58 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_d
     return 0;
 }
 
+// Before the device goes, its peers' last resends are answered: a peer whose
+// ACK from this end was lost (the usual end of a verbs program on a lossy
+// fabric: the responder's last ACK, then ibv_destroy_qp and ibv_close_device)
+// resends within its RTO (1 ms floor on sockets, doubling), and a closed
+// socket would leave its WR to fail after conn_timeout although the bytes
+// landed (R-NAK-8 acknowledges the resend of a destroyed stream). The engine
+// thread keeps running until nothing arrived for 20 ms, at most 200 ms.
+void answer_last_resends(Device& d) {
+    using clock = std::chrono::steady_clock;
+    d.stop_driving();
+    const auto start = clock::now();
+    auto quiet_since = start;
+    uint64_t seen = d.engine_stats().rx_packets;
+    while (clock::now() - start < std::chrono::milliseconds(200)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        const uint64_t rx = d.engine_stats().rx_packets;
+        if (rx != seen) {
+            seen = rx;
+            quiet_since = clock::now();
+        } else if (clock::now() - quiet_since >= std::chrono::milliseconds(20)) {
+            return;
+        }
+    }
+}
+
+// MROCE_VERBS_STATS=1: one line of the device's counters on stderr when its
+// last context closes (a verbs program has no other way to show them).
+void report_stats(DeviceSlot& s) {
+    const char* e = std::getenv("MROCE_VERBS_STATS");
+    if (!e || !*e || std::strcmp(e, "0") == 0 || !s.open.dev) return;
+    const EngineStats es = s.open.dev->engine_stats();
+    const DeviceStats ds = s.open.dev->device_stats();
+    uint64_t retransmits = 0, rx_dup = 0;
+    {
+        std::lock_guard<std::mutex> g(s.open.conn_mu);
+        for (auto& [peer, conn] : s.open.conn_of_peer) {
+            try {
+                const ConnStats cs = conn.stats();
+                retransmits += cs.retransmits;
+                rx_dup += cs.duplicates;
+            } catch (const std::exception&) {
+            }
+        }
+    }
+    std::fprintf(stderr,
+                 "mroce-verbs: %s stats: tx_packets %llu rx_packets %llu retransmits %llu duplicates %llu "
+                 "injected_drops %llu injected_ce %llu\n",
+                 s.ibdev.name, (unsigned long long)es.tx_packets, (unsigned long long)es.rx_packets,
+                 (unsigned long long)retransmits, (unsigned long long)rx_dup,
+                 (unsigned long long)ds.injected_drops, (unsigned long long)ds.injected_ce);
+}
+
 int compat_query_device(ibv_context* ctx, ibv_device_attr* attr) {
     fill_device(*ctx_of(ctx), *attr);
     return 0;
@@ -172,8 +226,10 @@ int compat_query_device(ibv_context* ctx, ibv_device_attr* attr) {
 }  // namespace
 
 std::vector<DeviceSlot*>& slots() {
-    static std::vector<DeviceSlot*> s = load_slots();
-    return s;
+    // Never destroyed: contexts may be open when the process exits, and the
+    // slots must outlive every other static destructor that might close one.
+    static auto* const s = new std::vector<DeviceSlot*>(load_slots());
+    return *s;
 }
 
 bool is_ours(const ibv_device* d) noexcept { return d && d->_ops._dummy1 == ours_marker; }
@@ -398,6 +454,8 @@ MROCE_EXPORT int ibv_close_device(ibv_context* ctx) {
     {
         std::lock_guard<std::mutex> g(s.mu);
         if (--s.open.refs == 0) {
+            answer_last_resends(*s.open.dev);
+            report_stats(s);
             s.open.dev.reset();  // stops the engine thread, closes the sockets
             s.open.qp_of_stream.clear();
             s.open.qp_of_num.clear();

@@ -78,7 +78,11 @@ Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
 
 Device::~Device() {
     if (thr_.joinable()) {
-        stop_ = true;
+        {
+            std::lock_guard<std::mutex> l(nap_mu_);
+            stop_ = true;
+        }
+        nap_cv_.notify_one();
         tr_->wake();
         thr_.join();
     }
@@ -100,7 +104,12 @@ void Device::engine_thread() {
         Time now = tr_->now();
         const Time until = driven_until_.load(std::memory_order_relaxed);
         if (now < until) {  // a caller drives the loop: stand by
-            std::this_thread::sleep_for(std::chrono::nanoseconds(until - now));
+            const Time run = now - driving_since_.load(std::memory_order_relaxed);
+            const Time nap = std::min<Time>(std::max<Time>(until - now, run / 4), 1'000'000);
+            std::unique_lock<std::mutex> l(nap_mu_);
+            nap_cv_.wait_for(l, std::chrono::nanoseconds(nap), [this] {
+                return stop_.load(std::memory_order_relaxed) || driven_until_.load(std::memory_order_relaxed) == 0;
+            });
             continue;
         }
         {
@@ -196,6 +205,11 @@ void Device::handle_events_locked() {
     }
 }
 
+void Device::set_tx_order(TxOrder o) {
+    MaybeLock g(mu_, thr_.joinable());
+    loop_.set_tx_order(o);
+}
+
 size_t Device::drive() {
     MaybeLock g(mu_, true);
     return drive_locked();
@@ -203,8 +217,22 @@ size_t Device::drive() {
 
 size_t Device::drive_locked() {
     const Time now = tr_->now();
-    if (thr_.joinable()) driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+    if (thr_.joinable()) {
+        // A run of driving ends only after a gap of a millisecond (or a
+        // stop_driving): a poller preempted for a while is still the poller.
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (until == 0 || now > until + 1'000'000) driving_since_.store(now, std::memory_order_relaxed);
+        driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+    }
     return step_locked(now);
+}
+
+void Device::stop_driving() {
+    {
+        std::lock_guard<std::mutex> l(nap_mu_);
+        driven_until_.store(0, std::memory_order_relaxed);
+    }
+    nap_cv_.notify_one();
 }
 
 size_t Device::progress() {
@@ -319,6 +347,12 @@ Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post p
         MaybeLock g(mu_, thr_.joinable());
         while (posted < n && (s = post(wrs[posted])) == Status::ok) ++posted;
         deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+        // A caller that drives the loop and posts between its polls is still driving.
+        if (thr_.joinable()) {
+            const Time now = tr_->now();
+            if (now < driven_until_.load(std::memory_order_relaxed))
+                driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+        }
     }
     if (wake && posted) kick();
     return s;

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// What a workload sees of the hosts of one simulated run: N hosts of one
+// transport (mroce's engine or the RoCEv2 baseline) already added to a
+// fabric. Workloads post WRITEs between hosts and reap their completions;
+// they know nothing of the transport behind them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fabric.hpp"
+#include "scenario.hpp"
+
+namespace mroce::simapp {
+
+struct Done {
+    uint64_t tag = 0;
+    bool ok = true;
+};
+
+class Cluster {
+public:
+    virtual ~Cluster() = default;
+    virtual size_t size() const = 0;
+    virtual sim::HostId host(uint32_t index) const = 0;
+    // Opens one connection (QP) from src to dst for each pair and runs the
+    // fabric until all are usable; false if they are not by limit.
+    virtual bool connect(sim::Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) = 0;
+    // A WRITE of `bytes` from src into dst's memory, over their connection;
+    // completes (poll) with tag once dst has every byte.
+    virtual void write(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag) = 0;
+    // Completions since the last call, appended to out.
+    virtual void poll(std::vector<Done>& out) = 0;
+    // Payload bytes placed at host index (each byte once: goodput).
+    virtual uint64_t rx_bytes(uint32_t index) const = 0;
+    // Transport counters as JSON members ("\"retransmits\": 12, ...").
+    virtual std::string stats_json() const = 0;
+};
+
+std::unique_ptr<Cluster> make_mroce_cluster(sim::Fabric& fab, const Scenario& s);
+std::unique_ptr<Cluster> make_roce_cluster(sim::Fabric& fab, const Scenario& s);
+
+}  // namespace mroce::simapp

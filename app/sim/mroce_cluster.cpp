@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// mroce's engine as a Cluster: one Engine per host (Fabric::add_host, the
+// same drive loop as every other sim use), one connection per (src, dst)
+// pair with stream 1, WRITEs of at most chunk_bytes each from one
+// registered buffer into the peer's.
+#include <algorithm>
+#include <deque>
+#include <stdexcept>
+#include <string>
+
+#include "cluster.hpp"
+#include "mroce/engine.hpp"
+
+namespace mroce::simapp {
+
+namespace {
+
+class MroceCluster final : public Cluster {
+    struct Node {
+        Engine eng;
+        sim::HostId host = 0;
+        uint32_t pd = 0, cq = 0;
+        std::vector<uint8_t> mem;
+        MrInfo mr{};
+        std::vector<uint32_t> in_conns;  // connections this host accepted
+        Node(const EngineConfig& cfg, size_t bytes) : eng(cfg), mem(bytes) {
+            pd = eng.alloc_pd();
+            if (eng.create_cq(1 << 16, cq) != Status::ok) throw std::runtime_error("mroce-sim: create_cq");
+            if (eng.register_mr(pd, mem.data(), mem.size(), kAccessLocalWrite | kAccessRemoteWrite, mr) !=
+                Status::ok)
+                throw std::runtime_error("mroce-sim: register_mr");
+        }
+        uint64_t addr() const { return uint64_t(reinterpret_cast<uintptr_t>(mem.data())); }
+    };
+    struct Conn {
+        uint32_t src = 0, dst = 0, conn = 0;
+        uint32_t outstanding = 0;
+        std::deque<std::pair<uint32_t, uint64_t>> waiting;  // (bytes, transfer) not yet posted
+    };
+    struct Transfer {
+        uint64_t tag = 0;
+        uint32_t wrs_left = 0;
+        bool ok = true;
+    };
+
+public:
+    MroceCluster(sim::Fabric& fab, const Scenario& s) : chunk_(s.workload.chunk_bytes) {
+        EngineConfig cfg = s.engine;
+        depth_ = cfg.stream_depth;
+        for (uint32_t i = 0; i < s.fabric.hosts; ++i) {
+            nodes_.push_back(std::make_unique<Node>(cfg, chunk_));
+            nodes_.back()->host = fab.add_host(nodes_.back()->eng);
+        }
+    }
+    size_t size() const override { return nodes_.size(); }
+    sim::HostId host(uint32_t i) const override { return nodes_.at(i)->host; }
+
+    bool connect(sim::Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) override {
+        for (const auto& [a, b] : pairs) {
+            Conn c;
+            c.src = a;
+            c.dst = b;
+            if (nodes_.at(a)->eng.connect(nodes_.at(b)->host, c.conn) != Status::ok) return false;
+            conn_of_[key(a, b)] = uint32_t(conns_.size());
+            conns_.push_back(c);
+        }
+        size_t accepted = 0;
+        const bool ok = fab.run_until(
+            [&] {
+                for (size_t i = 0; i < nodes_.size(); ++i) {
+                    ConnEvent ev[64];
+                    for (size_t k = 0, n = nodes_[i]->eng.poll_events(ev, 64); k < n; ++k)
+                        if (ev[k].kind == EventKind::incoming) {
+                            Node& d = *nodes_[i];
+                            d.in_conns.push_back(ev[k].conn);
+                            if (d.eng.create_stream(ev[k].conn, 1, d.pd, d.cq, d.cq) != Status::ok)
+                                throw std::runtime_error("mroce-sim: create_stream");
+                            ++accepted;
+                        }
+                }
+                if (accepted < pairs.size()) return false;
+                for (const Conn& c : conns_)
+                    if (nodes_[c.src]->eng.conn_state(c.conn) != ConnState::established) return false;
+                return true;
+            },
+            fab.now() + limit);
+        if (!ok) return false;
+        for (const Conn& c : conns_) {
+            Node& n = *nodes_[c.src];
+            if (n.eng.create_stream(c.conn, 1, n.pd, n.cq, n.cq) != Status::ok) return false;
+        }
+        return true;
+    }
+
+    void write(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag) override {
+        const auto it = conn_of_.find(key(src, dst));
+        if (it == conn_of_.end()) throw std::logic_error("mroce-sim: write without a connection");
+        Conn& c = conns_[it->second];
+        const uint64_t t = transfers_.size();
+        const uint32_t wrs = uint32_t(std::max<uint64_t>(1, (bytes + chunk_ - 1) / chunk_));
+        transfers_.push_back(Transfer{tag, wrs, true});
+        for (uint64_t off = 0; off < std::max<uint64_t>(bytes, 1); off += chunk_)
+            c.waiting.emplace_back(uint32_t(std::min<uint64_t>(chunk_, bytes - off)), t);
+        post_waiting(c);
+    }
+
+    void poll(std::vector<Done>& out) override {
+        for (auto& np : nodes_) {
+            Completion comp[256];
+            for (size_t n; (n = np->eng.poll_cq(np->cq, comp, 256)) > 0;)
+                for (size_t i = 0; i < n; ++i) {
+                    // wr_id: transfer index << 32 | connection index
+                    Conn& c = conns_[uint32_t(comp[i].wr_id)];
+                    Transfer& t = transfers_[comp[i].wr_id >> 32];
+                    --c.outstanding;
+                    if (comp[i].status != WcStatus::success) {
+                        t.ok = false;
+                        ++failed_;
+                    }
+                    if (--t.wrs_left == 0) out.push_back(Done{t.tag, t.ok});
+                    post_waiting(c);
+                }
+        }
+    }
+
+    uint64_t rx_bytes(uint32_t i) const override {
+        uint64_t sum = 0;
+        for (uint32_t conn : nodes_.at(i)->in_conns) {
+            ConnStats st;
+            nodes_[i]->eng.conn_stats(conn, st);
+            sum += st.rx_payload_bytes;
+        }
+        return sum;
+    }
+
+    std::string stats_json() const override {
+        uint64_t tx = 0, retx = 0, timeouts = 0, losses = 0;
+        for (const Conn& c : conns_) {
+            const Engine& e = nodes_[c.src]->eng;
+            ConnStats st;
+            e.conn_stats(c.conn, st);
+            tx += st.tx_data_packets;
+            retx += st.retransmits;
+            for (uint16_t p = 0; p < st.num_paths; ++p) {
+                PathStats ps;
+                if (e.path_stats(c.conn, p, ps) != Status::ok) continue;
+                timeouts += ps.timeouts;
+                losses += ps.losses;
+            }
+        }
+        return "\"data_packets\": " + std::to_string(tx) + ", \"resent_packets\": " + std::to_string(retx) +
+               ", \"sack_losses\": " + std::to_string(losses) + ", \"timeouts\": " + std::to_string(timeouts) +
+               ", \"failed_ops\": " + std::to_string(failed_);
+    }
+
+private:
+    static uint64_t key(uint32_t a, uint32_t b) { return uint64_t(a) << 32 | b; }
+    void post_waiting(Conn& c) {
+        Node& s = *nodes_[c.src];
+        Node& d = *nodes_[c.dst];
+        while (c.outstanding < depth_ && !c.waiting.empty()) {
+            const auto [bytes, t] = c.waiting.front();
+            SendWr wr;
+            wr.wr_id = t << 32 | conn_of_.at(key(c.src, c.dst));
+            wr.op = OpKind::write;
+            wr.local_addr = s.addr();
+            wr.length = bytes;
+            wr.lkey = s.mr.lkey;
+            wr.remote_addr = d.addr();
+            wr.rkey = d.mr.rkey;
+            if (s.eng.post_send(c.conn, 1, wr) != Status::ok) throw std::runtime_error("mroce-sim: post_send refused");
+            c.waiting.pop_front();
+            ++c.outstanding;
+        }
+    }
+
+    uint32_t chunk_;
+    uint32_t depth_ = 256;
+    std::vector<std::unique_ptr<Node>> nodes_;
+    std::vector<Conn> conns_;
+    std::unordered_map<uint64_t, uint32_t> conn_of_;
+    std::vector<Transfer> transfers_;
+    uint64_t failed_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Cluster> make_mroce_cluster(sim::Fabric& fab, const Scenario& s) {
+    return std::make_unique<MroceCluster>(fab, s);
+}
+
+}  // namespace mroce::simapp

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// One mroce-sim run: builds the scenario's fabric and hosts, runs its
+// workload and returns what it measured (JSON, CSV time series).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "scenario.hpp"
+
+namespace mroce::simapp {
+
+struct RunResult {
+    bool completed = false;          // every operation finished before the time limit
+    uint64_t ops = 0, failed_ops = 0;
+    Time jct = 0;                    // job completion time from the workload's start, ns
+    std::vector<double> host_gbps;   // payload each host sent / jct
+    double aggregate_gbps = 0;
+    std::vector<Time> op_times;      // each op's completion time (incast: per sender)
+    double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
+    std::string transport_stats;     // JSON members
+    uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;
+    struct Sample {
+        Time t;
+        double gbps;
+    };
+    // Per plane: data crossing its host links since its last plane_up event
+    // (since the start if none): a recovered plane is used again.
+    std::vector<uint64_t> plane_packets;
+    std::vector<Sample> series;      // aggregate placed goodput per sample_interval
+    double wall_s = 0;
+    std::string json(const Scenario& s) const;
+    void write_csv(std::FILE* f) const;
+};
+
+// progress: print a progress line on stderr about once a second of wall time.
+RunResult run_scenario(const Scenario& s, bool progress = false);
+
+}  // namespace mroce::simapp

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// A mroce-sim scenario: fabric, transport, workload and timed events, read
+// from an INI-like file (format: doc/results.md, "Scenario files"). Every
+// error names the file, the line and the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mroce/api.hpp"
+#include "mroce/engine.hpp"
+
+namespace mroce::simapp {
+
+enum class TopologyKind { pair, star, planes };
+enum class TransportKind { mroce, roce };
+enum class WorkloadKind { ring_allreduce, incast };
+enum class EventAction { plane_down, plane_up, link_down, link_up };
+
+struct FabricSpec {
+    TopologyKind topology = TopologyKind::planes;
+    uint32_t hosts = 8;
+    uint16_t planes = 1;
+    uint16_t spines = 4;
+    uint32_t hosts_per_leaf = 1;
+    uint16_t pair_paths = 4;         // topology = pair: parallel paths
+    uint64_t link_bps = 100'000'000'000;
+    Time link_delay = 1'000;         // ns per link
+    uint64_t buffer_bytes = 1 << 20; // per output queue
+    uint64_t ecn_bytes = 100 << 10;  // CE-mark above this backlog
+    double link_loss = 0;            // every link
+    double path_loss = 0;            // once per end-to-end traversal (the sender's first hop)
+    uint32_t overhead_bytes = 42;    // Ethernet + IPv4 + UDP per datagram
+    bool pfc = false;                // priority flow control (RoCEv2 runs)
+    uint64_t pfc_xoff_bytes = 256 << 10;
+    uint64_t pfc_xon_bytes = 128 << 10;
+};
+
+struct RoceSpec {
+    uint32_t mtu = 4096;             // payload per packet
+    Time rto = 1'000'000;            // go-back-N timeout (ns)
+    uint32_t max_inflight = 4096;    // packets per QP
+    bool dcqcn = true;
+};
+
+struct WorkloadSpec {
+    WorkloadKind kind = WorkloadKind::ring_allreduce;
+    uint64_t bytes = 8 << 20;        // ring: per host; incast: per sender
+    uint32_t chunk_bytes = 1 << 20;  // largest single WRITE
+    Time time_limit = 10'000'000'000;
+};
+
+struct EventSpec {
+    size_t line = 0;
+    Time at = 0;
+    EventAction action = EventAction::plane_down;
+    uint32_t target = 0;             // plane index, or host index for a host link
+};
+
+struct Scenario {
+    std::string origin;
+    uint64_t seed = 1;
+    FabricSpec fabric;
+    TransportKind transport = TransportKind::mroce;
+    EngineConfig engine;             // [engine]: config/mroce.conf's keys, the engine's own defaults
+    bool engine_rx_capacity_given = false;  // else rx_capacity_mbps = the host's link capacity
+    std::vector<std::string> engine_lines;  // the file, [engine] lines kept, others blank (for overrides)
+    RoceSpec roce;
+    WorkloadSpec workload;
+    std::vector<EventSpec> events;
+    Time sample_interval = 0;        // time series period (0: none)
+    Time slice = 2'000;              // how often the workload reaps completions
+};
+
+// Throws ConfigError("file:line: key 'k': why (got 'v')") on any error.
+Scenario parse_scenario(std::string_view text, const std::string& origin = "<scenario>");
+Scenario load_scenario(const std::string& path);
+// "key=value" overrides as from the command line, e.g. "fabric.path_loss=0.01".
+void override_scenario(Scenario& s, const std::string& assignment);
+
+const char* to_string(TransportKind k) noexcept;
+const char* to_string(WorkloadKind k) noexcept;
+
+}  // namespace mroce::simapp

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) 2026 The mroce authors
+//
+// mroce-sim's experiments in small (a few hosts, a few MiB): the qualitative
+// results doc/results.md shows at scale, each compared within one run of
+// this test, never against a timed threshold of the machine.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "run.hpp"
+#include "scenario.hpp"
+
+using namespace mroce;
+using namespace mroce::simapp;
+
+namespace {
+
+const char* kRing = R"(
+[scenario]
+seed = 3
+[fabric]
+topology = planes
+hosts = 4
+planes = 1
+spines = 2
+link_gbps = 100
+link_delay_ns = 1000
+buffer_bytes = 1048576
+ecn_threshold_bytes = 102400
+[workload]
+kind = ring_allreduce
+bytes = 4194304
+)";
+
+std::string refusal(const std::string& text) {
+    try {
+        parse_scenario(text, "bad.conf");
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "(accepted)";
+}
+
+}  // namespace
+
+TEST_CASE("a scenario with a bad key is refused naming the file, line and key", "[mroce-sim]") {
+    const std::string unknown = refusal("[fabric]\nhosts = 4\nlink_gbsp = 100\n");
+    CHECK(unknown.find("bad.conf:3") != std::string::npos);
+    CHECK(unknown.find("'link_gbsp'") != std::string::npos);
+    const std::string value = refusal("# c\n[workload]\nkind = allreduce_ring\n");
+    CHECK(value.find("bad.conf:3") != std::string::npos);
+    CHECK(value.find("'kind'") != std::string::npos);
+    CHECK(value.find("ring_allreduce") != std::string::npos);  // says what it takes
+    // Engine keys go through mroce.conf's own parser, with this file's lines.
+    const std::string engine = refusal("[fabric]\nhosts = 2\ntopology = pair\n\n[engine]\npathz = 4\n");
+    CHECK(engine.find("bad.conf:6") != std::string::npos);
+    CHECK(engine.find("'pathz'") != std::string::npos);
+    CHECK(refusal("[fabric]\nhosts = 4\nhosts = 5\n").find("repeated") != std::string::npos);
+    CHECK(refusal("[event]\naction = plane_down\ntarget = 9\n").find("'target'") != std::string::npos);
+    CHECK(refusal("[fabrik]\n").find("unknown section") != std::string::npos);
+    // A good file parses, and command-line overrides reach engine keys too.
+    Scenario s = parse_scenario(kRing, "ring.conf");
+    override_scenario(s, "engine.paths=2");
+    override_scenario(s, "fabric.path_loss=0.01");
+    CHECK(s.engine.num_paths == 2);
+    CHECK(s.fabric.path_loss == 0.01);
+    CHECK(s.engine.rx_capacity_mbps == 100'000);  // from the fabric
+    CHECK_THROWS_AS(override_scenario(s, "fabric.nope=1"), ConfigError);
+}
+
+TEST_CASE("ring all-reduce under 1% loss: mroce keeps its goodput, go-back-N does not", "[mroce-sim]") {
+    Scenario s = parse_scenario(kRing, "ring");
+    const RunResult m0 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0.01");
+    const RunResult m1 = run_scenario(s);
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult r1 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0");
+    const RunResult r0 = run_scenario(s);
+    for (const RunResult* r : {&m0, &m1, &r0, &r1}) {
+        REQUIRE(r->completed);
+        CHECK(r->failed_ops == 0);
+        CHECK(r->ops == 4 * 6);
+    }
+    INFO("mroce " << m0.aggregate_gbps << " -> " << m1.aggregate_gbps << " Gbit/s, RoCEv2 " << r0.aggregate_gbps
+                  << " -> " << r1.aggregate_gbps);
+    // The loss really happened to both, and both lossless runs were clean.
+    CHECK(m1.fabric_drops > 0);
+    CHECK(r1.fabric_drops > 0);
+    CHECK(m0.fabric_drops == 0);
+    CHECK(r0.fabric_drops == 0);
+    CHECK(m1.aggregate_gbps >= 0.85 * m0.aggregate_gbps);
+    CHECK(r1.aggregate_gbps < 0.6 * r0.aggregate_gbps);
+    CHECK(m1.aggregate_gbps > 2 * r1.aggregate_gbps);
+}
+
+TEST_CASE("N:1 incast converges: every sender completes, at fair shares", "[mroce-sim]") {
+    Scenario s = parse_scenario(R"(
+[fabric]
+topology = star
+hosts = 9
+link_gbps = 100
+link_delay_ns = 1000
+buffer_bytes = 524288
+ecn_threshold_bytes = 65536
+[workload]
+kind = incast
+bytes = 2097152
+)",
+                                "incast");
+    const RunResult r = run_scenario(s);
+    REQUIRE(r.completed);
+    CHECK(r.failed_ops == 0);
+    CHECK(r.ops == 8);
+    INFO("jain " << r.jain << ", receiver-side " << r.aggregate_gbps << " Gbit/s, drops " << r.fabric_drops
+                 << ", peak queue " << r.max_queue_bytes);
+    CHECK(r.jain >= 0.95);
+    // The bottleneck stays busy: 8 x 2 MiB through one 100 Gbit/s port.
+    CHECK(r.aggregate_gbps >= 70);
+    CHECK(r.max_queue_bytes <= 524288);
+}
+
+TEST_CASE("a plane failure is absorbed with no failed operation, and the plane is used again", "[mroce-sim]") {
+    Scenario s = parse_scenario(R"(
+[fabric]
+topology = planes
+hosts = 4
+planes = 2
+spines = 2
+link_gbps = 100
+link_delay_ns = 1000
+[engine]
+paths = 4
+[workload]
+kind = ring_allreduce
+bytes = 8388608
+[event]
+at_us = 100
+action = plane_down
+target = 1
+[event]
+at_us = 300
+action = plane_up
+target = 1
+)",
+                                "plane");
+    const RunResult r = run_scenario(s);
+    REQUIRE(r.completed);
+    CHECK(r.failed_ops == 0);
+    INFO("jct " << r.jct << " ns, plane packets after recovery " << r.plane_packets[0] << " / " << r.plane_packets[1]);
+    CHECK(r.fabric_drops > 0);  // the failure cost packets
+    REQUIRE(r.plane_packets.size() == 2);
+    CHECK(r.jct > 300'000);     // the run outlived the outage
+    CHECK(r.plane_packets[1] > r.plane_packets[0] / 4);  // back in use after it returned
+}
