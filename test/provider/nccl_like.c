@@ -584,7 +584,6 @@ static int run_receiver(struct side* s, int fd, const struct meta* me, const str
   // Wait until the sender has read the last messages back before tearing down.
   uint32_t done = 0;
   get_all(fd, &done, sizeof done);
-  // Every CTS write must have been acknowledged: the last signaled one says so.
   ibv.dereg_mr(dmr);
   ibv.dereg_mr(rmr);
   free(dst);
