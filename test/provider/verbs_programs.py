@@ -5,7 +5,9 @@
 two processes on loopback, each with its own mroce configuration (127.0.0.1
 is the server, 127.0.0.2 the client, one UDP port for both), started with
 mroce-run. Every run must exit 0 and print its figures; the pingpongs run
-with -c (they check every received byte).
+with -c (which checks the first byte of each page of a received buffer and
+only prints 'invalid data': that text fails the run). perftest checks no
+data; nccl_like checks every byte.
 
 usage: verbs_programs.py MROCE_RUN CASE
 CASE: devinfo | pingpong | perftest-PROGRAM | write-bw-4qp | qperf | loss
@@ -146,6 +148,8 @@ def pingpong(extra=""):
                                   args + ["-d", "mroce0", "-p", p], extra)
         if ok:
             expect(" ".join(args), re.search(r"iters in [0-9.]+ seconds", cout), "no result line")
+            # -c prints this (exit status unchanged) when a checked byte is wrong.
+            expect(" ".join(args), "invalid data" not in cout + sout, "pingpong -c found invalid data")
             lossy(" ".join(args) + tag, extra, cout, sout)
 
 
@@ -176,6 +180,10 @@ def perftest(prog, extra="", sizes=None, apis=(("default", []), ("old", ["--use_
             if not ok:
                 continue
             lossy(name, extra, cout, sout)
+            # perftest says which post API it took; the default must be ibv_wr_* (verbs_part_id 4119).
+            used = re.search(r"ibv_wr\* API\s*:\s*(ON|OFF)", cout)
+            expect(name, used and used.group(1) == ("ON" if api == "default" else "OFF"),
+                   "perftest's 'ibv_wr* API' line says %s" % (used and used.group(1)))
             row = figures(cout)
             expect(name, row is not None and len(row) >= 3, "no result row")
             if row:
@@ -218,15 +226,28 @@ elif CASE == "nccl-like":
         ("NCCL_IBVERBS_LIB only", lambda conf: ["env", "-u", "LD_PRELOAD", "NCCL_IBVERBS_LIB=" + provider,
                                                 "MROCE_CONFIG=" + conf]),
     ]
-    modes.append(("under mroce-run, 1% loss", via_mroce_run, "inject_loss = 0.01\n"))
-    for label, launch, *extra in modes:
+    # (label, launch, nccl_like arguments, configuration extra)
+    modes = [(label, launch, [], "") for label, launch in modes]
+    modes += [
+        # NCCL_IB_QPS_PER_CONNECTION > 1: a message split over 3 QPs of one connection; a 1-byte
+        # message leaves QPs an empty share: a zero-byte WRITE_WITH_IMM with no SGE.
+        ("under mroce-run, 3 QPs", via_mroce_run, ["-q", "3"], ""),
+        # InfiniBand-style addressing: LID only, no GRH.
+        ("under mroce-run, by LID", via_mroce_run, ["-l", "-q", "1"], ""),
+        # -r: the sender must have resent (mroce_query_conn through dlsym).
+        ("under mroce-run, 1% loss", via_mroce_run, ["-r"], "inject_loss = 0.01\n"),
+    ]
+    for label, launch, args, extra in modes:
         p = tcp_port()
-        ok, cout, sout = run_pair("nccl_like " + label, [prog, "server", p], [prog, "client", "SERVER", p],
-                                  "".join(extra), launch=launch)
-        lossy("nccl_like " + label, "".join(extra), cout, sout)
+        ok, cout, sout = run_pair("nccl_like " + label, [prog, "-p", p] + args, [prog, "-p", p] + args + ["SERVER"],
+                                  extra, launch=launch)
+        lossy("nccl_like " + label, extra, cout, sout)
         print("    " + cout.strip().replace("\n", "\n    "))
         if ok:
-            expect(label, "READ: verified" in cout and "READ: verified" in sout, "not verified")
+            expect(label, "sender: PASS" in cout and "receiver: PASS" in sout, "not verified")
+            lib = re.search(r"sender: verbs from (\S+)", cout)
+            expect(label, lib and os.path.realpath(lib.group(1)) == os.path.realpath(provider),
+                   "verbs did not come from the provider")
 elif CASE == "qperf":
     qperf()
 elif CASE == "loss":
