@@ -21,12 +21,12 @@ def run(n):
     return d
 a,b=run(20000),run(70000)
 per={k:(b.get(k,0)-a.get(k,0))/50000 for k in set(a)|set(b)}
-groups=[("post (post_send, local key check, segment count, send-queue scheduling)",["post_send","check_local","segments","schedule_sq","resolve_list"]),
- ("transmit: connection pass, scheduler, segment and header build",["emit_data","pick_path","plan_paths","emit_segment_run","Impl::tx(","send_on_path","encode_data","next_new_segment","tx_burst"]),
+groups=[("post (post_send, local key check, segment count, send-queue scheduling)",["post_send","post_one_buffer","check_local","segments","schedule_sq","resolve_list"]),
+ ("transmit: connection pass, scheduler, segment and header build",["emit_data","single_run","pick_path","plan_paths","emit_segment_run","Impl::tx(","send_on_path","encode_data","next_new_segment","tx_burst"]),
  ("receive: decode, connection lookup, SACK/CSN filters",["rx_one","decode_data","rx_burst","rx_data","sack_window","CsnWindow","SackBitmap"]),
- ("placement and execution (key check, copy bookkeeping, in-order release)",["place(","check_remote","advance_rx","request_done","rx_accounted"]),
+ ("placement and execution (key check, copy bookkeeping, in-order release)",["place(","not_placed","check_remote","advance_rx","request_done","rx_accounted"]),
  ("ACK: generation and processing (incl. CC feedback)",["emit_ack","encode_ack","rx_ack","rx_control","delivered","advance_csn_una","cc_feed","apply_view","CcCore","PathWindow","on_ack","rtt_sample","advance_una"]),
- ("completion (send-queue advance, CQ push and poll)",["advance_sq","push_cq","poll_cq"]),
+ ("completion (send-queue advance, CQ push and poll)",["advance_sq","push_cq","cq_slot","poll_cq"]),
  ("timers, deadlines, wakeups",["timers","deadline","wake","tx_pending"]),
  ("libc copies (wire assembly, placement of 64 B, baseline)",["memmove","memcpy"]),
  ("benchmark harness",["bench_engine.cpp"])]

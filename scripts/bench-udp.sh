@@ -20,7 +20,9 @@
 # Env: REPEAT=N runs every bandwidth figure N times and keeps the best (noise on
 #      a shared machine only ever slows a run down); PIN="0 1" (server cpu,
 #      client cpu; PIN= to run unpinned); PORT=base port; SEG=bytes of mroce's
-#      segments (default 8192: max_payload = auto on loopback, MTU 65536).
+#      segments (default 8192: max_payload = auto on loopback, MTU 65536);
+#      ONLY=lat runs the latency figures alone, ROUNDS=N times interleaved
+#      (raw, UdpPort, mroce, raw, ...), one row per round (issue 24).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -98,6 +100,20 @@ pingpong() {  # pingpong raw|driver: "p50 p99" in us
 repeat_best() { local f=$1; shift; for _ in $(seq "$REPEAT"); do "$f" "$@"; done | best; }
 
 LOG=$(mktemp /tmp/bench-udp.XXXXXX.jsonl)
+if [[ ${ONLY:-} == lat ]]; then
+  echo "# bench-udp latency $(date -u +%FT%TZ)  $(nproc) cpus  load $(cut -d' ' -f1-3 /proc/loadavg)  pin server/client: ${PIN:-none}"
+  echo "| round | raw ping-pong p50 / p99 us | UdpPort ping-pong p50 / p99 us | mroce --lat p50 / p99 us | mroce p50 / UdpPort p50 |"
+  echo "|---:|---:|---:|---:|---:|"
+  for r in $(seq "${ROUNDS:-1}"); do
+    read -r pp50 pp99 <<<"$(pingpong raw)"
+    read -r dp50 dp99 <<<"$(pingpong driver)"
+    read -r ml50 ml99 <<<"$(perf_lat)"
+    printf '| %s | %s / %s | %s / %s | %s / %s | %s |\n' "$r" "$pp50" "$pp99" "$dp50" "$dp99" "$ml50" "$ml99" \
+      "$(python3 -c "import sys; a,b=float(sys.argv[1] or 0),float(sys.argv[2] or 0); print('%.2f' % (a/b if b else 0))" "$ml50" "$dp50")"
+  done
+  rm -f "$LOG"
+  exit 0
+fi
 echo "# bench-udp $(date -u +%FT%TZ)  $(nproc) cpus  load $(cut -d' ' -f1-3 /proc/loadavg)  ${SECS}s per run, best of $REPEAT, pin server/client: ${PIN:-none}"
 tcp=$(repeat_best iperf)
 raw4=$(repeat_best ceiling gso+gro 4096)

@@ -27,10 +27,15 @@
 // (one lcore each: the client sends prebuilt frames, the server receives and
 // frees them); the parent never initialises the EAL. mroce's own figure over
 // memif comes from mroce-perf (doc/performance.md).
+// --memif --lat: the bare memif ping-pong instead (issue 24), the latency
+// yardstick for mroce-perf --lat over the DPDK driver: the client sends one
+// frame of the size an 8-byte WRITE makes (42 + 72 + 8 bytes) and busy-polls
+// until the server, busy-polling too, has sent it back; round trip p50 / p99.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -68,6 +73,8 @@ constexpr size_t kPlainFrames = 4096;
 constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 
 struct Opts {
+    bool lat = false;        // --memif --lat: ping-pong
+    uint64_t iters = 20000;  // --iters: measured round trips
     std::vector<std::string> modes{"plain", "copy", "drvtx", "driver", "engine"};
     std::vector<uint32_t> payloads{64, 4096};
     std::vector<int> lcores{1, 2};
@@ -450,9 +457,15 @@ Result measure_engine(uint32_t payload, int lcores, double seconds, int idx, boo
 
 // ---- net_memif bare loop (two processes) ---------------------------------
 
-// One side; returns 0 and, on the server, the packets received in the timed window.
+// The round trips of the client's ping-pong, in ns.
+struct PingPong {
+    std::vector<uint64_t> rtt;
+};
+
+// One side; returns 0 and, on the server, the packets received in the timed
+// window; with pp (ping-pong), the server echoes and the client fills pp->rtt.
 int memif_side(bool server, const std::string& sock, uint32_t payload, double seconds, uint16_t burst,
-               int cpu, uint32_t mem_mb, uint64_t& got, double& secs) {
+               int cpu, uint32_t mem_mb, uint64_t& got, double& secs, PingPong* pp = nullptr, uint64_t iters = 0) {
     EalConfig ec;
     ec.program = server ? "memif-bench-rx" : "memif-bench-tx";
     ec.args = {"-l", std::to_string(cpu), "--no-huge", "--no-pci", "--log-level", "lib.eal:warning",
@@ -475,7 +488,45 @@ int memif_side(bool server, const std::string& sock, uint32_t payload, double se
     } while (!link.link_status);
     rte_mbuf* b[kMaxBurst];
     got = 0;
-    if (server) {
+    if (pp) {
+        // The last round trip's frame carries 0xff in its first payload byte: the server stops.
+        constexpr size_t kWarm = 1000;
+        const auto end = Clock::now() + std::chrono::duration<double>(seconds + 20.0);
+        if (server) {
+            bool last = false;
+            while (!last && Clock::now() < end) {
+                const uint16_t n = rte_eth_rx_burst(port, 0, b, burst);
+                if (!n) continue;
+                for (uint16_t i = 0; i < n; ++i)
+                    last |= rte_pktmbuf_data_len(b[i]) > 42 + 72 && *rte_pktmbuf_mtod_offset(b[i], uint8_t*, 42 + 72) == 0xff;
+                const uint16_t s = rte_eth_tx_burst(port, 0, b, n);
+                if (s < n) rte_pktmbuf_free_bulk(b + s, n - s);
+                got += n;
+            }
+        } else {
+            rte_mbuf* m = rte_pktmbuf_alloc(pool);
+            if (!m) throw DpdkError("memif pool exhausted");
+            std::memset(rte_pktmbuf_append(m, uint16_t(frame)), 0, frame);
+            uint8_t* mark = rte_pktmbuf_mtod_offset(m, uint8_t*, 42 + 72);
+            pp->rtt.reserve(iters);
+            const auto stop_at = Clock::now() + std::chrono::duration<double>(seconds);
+            for (size_t i = 0; i < kWarm + iters; ++i) {
+                const bool last = i + 1 == kWarm + iters || (i >= kWarm && Clock::now() >= stop_at);
+                if (last) *mark = 0xff;
+                const auto t0 = Clock::now();
+                rte_mbuf_refcnt_update(m, 1);
+                while (rte_eth_tx_burst(port, 0, &m, 1) == 0) {}
+                uint16_t n = 0;
+                while ((n = rte_eth_rx_burst(port, 0, b, burst)) == 0)
+                    if (Clock::now() > end) throw DpdkError("memif ping-pong: no answer");
+                const auto t1 = Clock::now();
+                rte_pktmbuf_free_bulk(b, n);
+                if (i >= kWarm) pp->rtt.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+                if (last) break;
+            }
+            rte_pktmbuf_free(m);
+        }
+    } else if (server) {
         const auto warm = Clock::now() + std::chrono::milliseconds(300);
         while (Clock::now() < warm) {
             const uint16_t n = rte_eth_rx_burst(port, 0, b, burst);
@@ -524,8 +575,10 @@ int memif_side(bool server, const std::string& sock, uint32_t payload, double se
 }
 
 int run_memif(const Opts& o) {
-    fmt::print("{:<11} {:>6} {:>7} {:>10} {:>12} {:>12}\n", "mode", "lcores", "payload", "Mpps", "Gbit/s pay",
-               "Gbit/s frame");
+    if (o.lat) fmt::print("{:<11} {:>7} {:>9} {:>9} {:>9}\n", "mode", "payload", "p50 us", "p99 us", "samples");
+    else
+        fmt::print("{:<11} {:>6} {:>7} {:>10} {:>12} {:>12}\n", "mode", "lcores", "payload", "Mpps", "Gbit/s pay",
+                   "Gbit/s frame");
     std::vector<int> cpus;
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -544,17 +597,18 @@ int run_memif(const Opts& o) {
             uint64_t got = 0;
             double secs = 0;
             int rc = 1;
+            PingPong echo;
             try {
-                rc = memif_side(true, sock, payload, o.seconds, o.burst, cpus.front(), o.mem_mb, got, secs);
+                rc = memif_side(true, sock, payload, o.seconds, o.burst, cpus.front(), o.mem_mb, got, secs,
+                                o.lat ? &echo : nullptr, o.iters);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "memif server: %s\n", e.what());
             }
             const double r[2] = {double(got), secs};
-            if (::write(fds[1], r, sizeof r) != sizeof r) rc = 1;
+            if (!o.lat && ::write(fds[1], r, sizeof r) != sizeof r) rc = 1;
             std::fflush(nullptr);
             ::_exit(rc);
         }
-        ::close(fds[1]);
         struct stat sb{};
         for (int i = 0; i < 1000 && ::stat(sock.c_str(), &sb) != 0; ++i) ::usleep(10 * 1000);
         const pid_t cli = ::fork();
@@ -563,21 +617,41 @@ int run_memif(const Opts& o) {
             uint64_t got = 0;
             double secs = 0;
             int rc = 1;
+            PingPong pp;
             try {
-                rc = memif_side(false, sock, payload, o.seconds, o.burst, cpus.back(), o.mem_mb, got, secs);
+                rc = memif_side(false, sock, payload, o.seconds, o.burst, cpus.back(), o.mem_mb, got, secs,
+                                o.lat ? &pp : nullptr, o.iters);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "memif client: %s\n", e.what());
+            }
+            if (o.lat) {
+                std::sort(pp.rtt.begin(), pp.rtt.end());
+                auto pct = [&](double q) {
+                    return pp.rtt.empty() ? 0.0 : double(pp.rtt[size_t(q * double(pp.rtt.size() - 1) + 0.5)]) / 1e3;
+                };
+                const double r[2] = {pct(0.5), pct(0.99)};
+                if (pp.rtt.empty() || ::write(fds[1], r, sizeof r) != sizeof r) rc = 1;
+                const double n = double(pp.rtt.size());
+                if (::write(fds[1], &n, sizeof n) != sizeof n) rc = 1;
             }
             std::fflush(nullptr);
             ::_exit(rc);
         }
-        double r[2] = {0, 0};
-        const bool ok = ::read(fds[0], r, sizeof r) == sizeof r;
+        ::close(fds[1]);  // (after both forks: the ping-pong's client reports through it)
+        double r[2] = {0, 0}, samples = 0;
+        const bool ok = ::read(fds[0], r, sizeof r) == sizeof r && (!o.lat || ::read(fds[0], &samples, sizeof samples) == sizeof samples);
         ::close(fds[0]);
         int st = 0;
         ::waitpid(srv, &st, 0);
         ::waitpid(cli, &st, 0);
         ::unlink(sock.c_str());
+        if (o.lat) {
+            if (!ok || r[0] <= 0) throw DpdkError("memif ping-pong failed (see the children's messages)");
+            fmt::print("{:<11} {:>7} {:>9.2f} {:>9.2f} {:>9.0f}   (two processes, one lcore each, busy-poll)\n",
+                       "memif-pingpong", payload, r[0], r[1], samples);
+            std::fflush(stdout);
+            continue;
+        }
         if (!ok || r[1] <= 0) throw DpdkError("memif bare loop failed (see the children's messages)");
         const double pps = r[0] / r[1];
         fmt::print("{:<11} {:>6} {:>7} {:>10.3f} {:>12.2f} {:>12.2f}   (two processes, one lcore each)\n",
@@ -592,6 +666,7 @@ void usage() {
         "usage: mroce-dpdk-bench [--mode plain,copy,drvtx,driver,engine,pipeline] [--payload 64,4096] [--lcores 1,2]\n"
         "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [--cache N] [-- EAL args]\n"
         "       mroce-dpdk-bench --memif [--payload 64,4096] [--seconds S] [--burst N] [--mem MB]\n"
+        "       mroce-dpdk-bench --memif --lat [--payload 8] [--iters N] [--seconds S]: bare memif ping-pong\n"
         "Default EAL args: -l 0,1 --no-huge --no-pci -m <mem> --file-prefix mroce-bench-<pid>");
 }
 
@@ -612,7 +687,7 @@ std::vector<T> split(const std::string& s, F conv) {
 
 int main(int argc, char** argv) {
     Opts o;
-    bool memif = false;
+    bool memif = false, payload_given = false;
     std::vector<std::string> eal_extra;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -624,13 +699,15 @@ int main(int argc, char** argv) {
             return argv[++i];
         };
         if (a == "--mode") o.modes = split<std::string>(val(), [](std::string s) { return s; });
-        else if (a == "--payload") o.payloads = split<uint32_t>(val(), [](const std::string& s) { return uint32_t(std::stoul(s)); });
+        else if (a == "--payload") payload_given = true, o.payloads = split<uint32_t>(val(), [](const std::string& s) { return uint32_t(std::stoul(s)); });
         else if (a == "--lcores") o.lcores = split<int>(val(), [](const std::string& s) { return std::stoi(s); });
         else if (a == "--seconds") o.seconds = std::stod(val());
         else if (a == "--burst") o.burst = uint16_t(std::stoul(val()));
         else if (a == "--ring") o.ring = unsigned(std::stoul(val()));
         else if (a == "--mem") o.mem_mb = uint32_t(std::stoul(val()));
         else if (a == "--memif") memif = true;
+        else if (a == "--lat") o.lat = true;
+        else if (a == "--iters") o.iters = std::stoull(val());
         else if (a == "--cache") g_cache = unsigned(std::stoul(val()));
         else if (a == "--") { eal_extra.assign(argv + i + 1, argv + argc); break; }
         else { usage(); return a == "-h" || a == "--help" ? 0 : 2; }
@@ -644,7 +721,12 @@ int main(int argc, char** argv) {
         return 2;
     }
     g_ring = o.ring;
+    if (o.lat && !memif) {
+        std::fprintf(stderr, "--lat is the memif ping-pong: add --memif\n");
+        return 2;
+    }
     if (memif) {
+        if (o.lat && !payload_given) o.payloads = {8};
         try {
             return run_memif(o);
         } catch (const std::exception& e) {

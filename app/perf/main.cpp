@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,6 +150,8 @@ void usage(FILE* f) {
         "                        to the server too)\n"
         "      --streams N       data streams (QPs) on the connection, 1..%u (default 1)\n"
         "      --lat             latency mode: 8-byte RDMA WRITE ping-pong, reports round-trip time\n"
+        "                        (both ends acknowledge at the start of their next pass, so each\n"
+        "                        answer leaves with its ACK: Device::set_tx_order(before_rx))\n"
         "      --verify          byte-exact check of the transferred data (costs CPU: memset/memcmp;\n"
         "                        implies --slots)\n"
         "      --slots           every outstanding message of a stream has its own slot, local and\n"
@@ -532,6 +535,8 @@ int run_server(const Opts& o) {
         if (h.streams < 1 || h.streams > kMaxStreams || h.size < 1 || h.depth < 1 || h.depth > 256)
             throw Error("client sent invalid parameters");
         const Op op = Op(h.op);
+        // Latency: the answer to each ping leaves with its ACK (Device::set_tx_order).
+        if (h.lat) dev->set_tx_order(TxOrder::before_rx);
         const uint32_t slots = op == Op::send ? 2 * h.depth : h.depth;
         const size_t size = h.lat ? 64 : h.size;
         std::vector<uint8_t> mem;
@@ -717,6 +722,7 @@ int run_client(const Opts& o) {
         ctrl.send(h);
         const Reply rep = ctrl.wait<Reply>("Reply", kPeerWorkLimit);
         if (rep.status != 0) throw Error("server refused the test");
+        if (o.lat) dev->set_tx_order(TxOrder::before_rx);  // the next ping leaves with the last pong's ACK
 
         std::vector<uint64_t> posted(streams, 0), done(streams, 0);
         std::vector<Time> post_time(size_t(streams) * depth, 0);
@@ -848,6 +854,11 @@ int run_client(const Opts& o) {
         for (uint32_t s = 0; s < streams; ++s) d.msgs[s] = done[s];
         ctrl.send(d);
         const Result r = ctrl.wait<Result>("Result", kPeerWorkLimit);
+        // Its ACK leaves now (the native API acknowledges at the start of the
+        // next pass, with whatever was posted meanwhile): the server completes
+        // and closes while the report is printed, not while we close too (a
+        // net_memif pair closing both ends at once can fault inside DPDK 22.11).
+        dev->progress();
 
         const double secs = double(t1 - t0) / 1e9;
         const double gbps = double(total_done) * double(o.size) * 8 / secs / 1e9;
@@ -914,6 +925,11 @@ int run_client(const Opts& o) {
         std::fflush(stdout);
         conn.disconnect();
         for (int i = 0; i < 1000; ++i) dev->progress();  // let the DISCONNECT leave
+        // net_memif: the server closes its port once its Result is acknowledged;
+        // both ends closing at the same moment can fault inside DPDK 22.11's
+        // memif (architecture.md section 2, DPDK row), so the client stops
+        // polling and leaves it time to close first.
+        if (dc.driver == "dpdk") std::this_thread::sleep_for(std::chrono::milliseconds(200));
         return o.verify && !verified ? 2 : 0;
     } catch (const Error&) {  // connection errors and timeouts, once the connection is up
         print_failure_state(*dev, conn);

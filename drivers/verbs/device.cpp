@@ -10,11 +10,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "exports.hpp"
 #include "provider.hpp"
@@ -162,6 +164,31 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_d
     std::memset(attr, 0, len);
     std::memcpy(attr, &a, std::min(len, sizeof a));
     return 0;
+}
+
+// Before the device goes, its peers' last resends are answered: a peer whose
+// ACK from this end was lost (the usual end of a verbs program on a lossy
+// fabric: the responder's last ACK, then ibv_destroy_qp and ibv_close_device)
+// resends within its RTO (1 ms floor on sockets, doubling), and a closed
+// socket would leave its WR to fail after conn_timeout although the bytes
+// landed (R-NAK-8 acknowledges the resend of a destroyed stream). The engine
+// thread keeps running until nothing arrived for 20 ms, at most 200 ms.
+void answer_last_resends(Device& d) {
+    using clock = std::chrono::steady_clock;
+    d.stop_driving();
+    const auto start = clock::now();
+    auto quiet_since = start;
+    uint64_t seen = d.engine_stats().rx_packets;
+    while (clock::now() - start < std::chrono::milliseconds(200)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        const uint64_t rx = d.engine_stats().rx_packets;
+        if (rx != seen) {
+            seen = rx;
+            quiet_since = clock::now();
+        } else if (clock::now() - quiet_since >= std::chrono::milliseconds(20)) {
+            return;
+        }
+    }
 }
 
 // MROCE_VERBS_STATS=1: one line of the device's counters on stderr when its
@@ -427,6 +454,7 @@ MROCE_EXPORT int ibv_close_device(ibv_context* ctx) {
     {
         std::lock_guard<std::mutex> g(s.mu);
         if (--s.open.refs == 0) {
+            answer_last_resends(*s.open.dev);
             report_stats(s);
             s.open.dev.reset();  // stops the engine thread, closes the sockets
             s.open.qp_of_stream.clear();

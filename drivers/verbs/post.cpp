@@ -284,36 +284,28 @@ void wr_start(ibv_qp_ex* x) {
 
 void wr_abort(ibv_qp_ex* x) { wr_start(x); }
 
-void wr_rdma_write(ibv_qp_ex* x, uint32_t rkey, uint64_t addr) {
-    SendWr& w = begin(x, OpKind::write);
+// An operation on remote memory: rkey and address first.
+SendWr& begin_remote(ibv_qp_ex* x, OpKind op, uint32_t rkey, uint64_t addr) {
+    SendWr& w = begin(x, op);
     w.rkey = rkey;
     w.remote_addr = addr;
+    return w;
 }
+
+void wr_rdma_write(ibv_qp_ex* x, uint32_t rkey, uint64_t addr) { begin_remote(x, OpKind::write, rkey, addr); }
 void wr_rdma_write_imm(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, __be32 imm) {
-    SendWr& w = begin(x, OpKind::write_imm);
-    w.rkey = rkey;
-    w.remote_addr = addr;
-    w.imm = imm;
+    begin_remote(x, OpKind::write_imm, rkey, addr).imm = imm;
 }
-void wr_rdma_read(ibv_qp_ex* x, uint32_t rkey, uint64_t addr) {
-    SendWr& w = begin(x, OpKind::read);
-    w.rkey = rkey;
-    w.remote_addr = addr;
-}
+void wr_rdma_read(ibv_qp_ex* x, uint32_t rkey, uint64_t addr) { begin_remote(x, OpKind::read, rkey, addr); }
 void wr_send(ibv_qp_ex* x) { begin(x, OpKind::send); }
 void wr_send_imm(ibv_qp_ex* x, __be32 imm) { begin(x, OpKind::send_imm).imm = imm; }
 void wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
-    SendWr& w = begin(x, OpKind::atomic_cas);
-    w.rkey = rkey;
-    w.remote_addr = addr;
+    SendWr& w = begin_remote(x, OpKind::atomic_cas, rkey, addr);
     w.compare_add = compare;
     w.swap = swap;
 }
 void wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t add) {
-    SendWr& w = begin(x, OpKind::atomic_fadd);
-    w.rkey = rkey;
-    w.remote_addr = addr;
-    w.compare_add = add;
+    begin_remote(x, OpKind::atomic_fadd, rkey, addr).compare_add = add;
 }
 
 // The last WR built, or nullptr (a setter without a WR is a builder error).

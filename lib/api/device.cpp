@@ -205,6 +205,11 @@ void Device::handle_events_locked() {
     }
 }
 
+void Device::set_tx_order(TxOrder o) {
+    MaybeLock g(mu_, thr_.joinable());
+    loop_.set_tx_order(o);
+}
+
 size_t Device::drive() {
     MaybeLock g(mu_, true);
     return drive_locked();
@@ -213,7 +218,10 @@ size_t Device::drive() {
 size_t Device::drive_locked() {
     const Time now = tr_->now();
     if (thr_.joinable()) {
-        if (now >= driven_until_.load(std::memory_order_relaxed)) driving_since_.store(now, std::memory_order_relaxed);
+        // A run of driving ends only after a gap of a millisecond (or a
+        // stop_driving): a poller preempted for a while is still the poller.
+        const Time until = driven_until_.load(std::memory_order_relaxed);
+        if (until == 0 || now > until + 1'000'000) driving_since_.store(now, std::memory_order_relaxed);
         driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
     }
     return step_locked(now);

@@ -158,14 +158,10 @@ Status Engine::create_cq(uint32_t depth, uint32_t& cq_out) {
 }
 
 void Engine::Impl::push_cq(uint32_t cq, const Completion& c, bool solicited) {
-    if (cq == 0 || cq > cqs.size()) return;
-    Cq& q = cqs[cq - 1];
-    if (q.tail - q.head == q.depth) {
-        ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
-        return;
+    if (Completion* slot = cq_slot(cq)) {
+        *slot = c;
+        cq_pushed(cq, c, solicited);
     }
-    q.ring[q.tail++ & q.mask] = c;
-    if (q.armed != CqArm::none) [[unlikely]] notify(cq, q, c, solicited);
 }
 
 // R-NOTIFY-1: an armed CQ raises one notification, for any completion or,
@@ -206,8 +202,13 @@ size_t Engine::take_cq_events(CqEvent* out, size_t max) {
 size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
     if (cq == 0 || cq > impl_->cqs.size()) return 0;
     Cq& q = impl_->cqs[cq - 1];
-    size_t n = 0;
-    while (n < max && q.head != q.tail) out[n++] = q.ring[q.head++ & q.mask];
+    // At most two contiguous runs of the ring (before and after its wrap), copied whole.
+    const size_t n = std::min<size_t>(max, q.tail - q.head);
+    const size_t at = q.head & q.mask;
+    const size_t first = std::min(n, q.ring.size() - at);
+    std::memcpy(out, q.ring.data() + at, first * sizeof(Completion));
+    if (n > first) std::memcpy(out + first, q.ring.data(), (n - first) * sizeof(Completion));
+    q.head += uint32_t(n);
     return n;
 }
 
@@ -332,6 +333,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->jobs.reserve(64);
     c->ctrl.reserve(64 + 2u * cfg.num_paths);
     c->paths.resize(cfg.num_paths);
+    c->sched_score.assign(2u * cfg.num_paths, 0);
     for (uint16_t i = 0; i < cfg.num_paths; ++i) {
         TxPath& p = c->paths[i];
         p.cc_slot = uint32_t(idx) * cfg.num_paths + i;
@@ -341,6 +343,8 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     }
     const uint64_t r = crypto_random64();
     c->cookie = uint32_t(r >> 32) ? uint32_t(r >> 32) : 1;  // an accepting end takes the initiator's instead
+    // Deterministic (the simulated fabric's runs are functions of their seed), distinct per connection.
+    c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
     c->st.peer = peer;
@@ -609,6 +613,7 @@ void Engine::Impl::destroy_stream(Conn& c, uint32_t sidx) {
         while (s.rq_done != s.rq_posted) retire_recv(s);
         --srqs[s.srq - 1].users;
     }
+    c.tombstones[c.tombstone_next++ % c.tombstones.size()] = Conn::Tombstone{s.wire_id, s.err_msg, s.error, true};
     c.stream_by_id.erase(s.id);
     c.last_stream_id = 0xffffffffu;
     c.job_bound -= s.sq_depth + s.depth;
@@ -700,15 +705,69 @@ static void gather_copy(uint8_t* dst, const Entry* e, uint32_t n, Where where) {
     }
 }
 
+// post_send's common case, decided before anything is written: a SEND or
+// WRITE (with or without immediate) of one registered buffer on a healthy
+// stream of an established connection, whose local check passes. Its WQE
+// is written field by field (no zeroing of the slot, no SendAux: nothing
+// reads a slot's SendAux unless gather or an atomic says so) and, when every
+// WR before it is in the job ring and the window allows, it joins the ring
+// at once: what the general path and schedule_sq do, without their
+// per-WR re-checks and divisions. False: nothing done, the general path runs.
+inline bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr) {
+    static_assert(uint8_t(OpKind::send) == 0 && uint8_t(OpKind::send_imm) == 1 && uint8_t(OpKind::write) == 2 &&
+                  uint8_t(OpKind::write_imm) == 3);
+    if (wr.num_sge != 0 || wr.inline_data || uint8_t(wr.op) > uint8_t(OpKind::write_imm) || s.error ||
+        c.state != ConnState::established || wr.length > kMaxMessageSize)
+        return false;
+    uint8_t* local = nullptr;
+    if (wr.length > 0) {
+        local = mrs.check_local(wr.lkey, wr.local_addr, wr.length, false);  // R-MEM-4
+        if (!local) return false;  // the general path fails it (loc_prot_err)
+    }
+    const wire::Opcode op = opcode_of(wr.op);
+    const bool recv = wire::consumes_recv(op);
+    const uint32_t msg_seq = s.sq_tail++;
+    const uint32_t slot = msg_seq & s.sq_mask;
+    SendWqe& w = s.sq[slot];
+    w.wr = wr;
+    w.wr.sg_list = nullptr;
+    w.wr.solicited = wr.solicited && recv;  // R-DATA-9
+    w.local = local;
+    w.msg_seq = msg_seq;
+    w.recv_seq = recv ? s.next_recv_seq++ : 0;
+    // R-SEG-2 (one buffer): one packet up to the segment size, no division.
+    const uint32_t seg = c.seg;
+    w.npkts = wr.length <= seg ? 1 : uint32_t((uint64_t(wr.length) + seg - 1) / seg);
+    w.next_seg = 0;
+    w.pkts_acked = 0;
+    w.resp_bytes = 0;
+    w.opcode = op;
+    w.status = WcStatus::success;
+    w.done = false;
+    w.active = true;
+    w.gather = false;
+    w.rd_counted = false;
+    // R-STREAM-5: the job ring in post order, inside the peer's window.
+    if (s.sq_jobs == msg_seq && msg_seq - s.sq_head < s.sq_limit) {
+        c.jobs.push(TxJob{sidx, slot, JobKind::request});
+        ++s.sq_jobs;
+    } else {
+        schedule_sq(c, s);
+    }
+    return true;
+}
+
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
     if (!c) return Status::no_such_object;
     I.wake(*c);
     if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
-    Stream* s = c->find_local(stream_id);
+    uint32_t sidx = 0;
+    Stream* s = c->find_local(stream_id, &sidx);
     if (!s) return Status::no_such_object;
     if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
+    if (I.post_one_buffer(*c, *s, sidx, wr)) return Status::ok;
     const wire::Opcode op = opcode_of(wr.op);
     const bool atomic = wire::is_atomic_req(op);
     uint64_t length = 0;
@@ -790,6 +849,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
 static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }
 
 
+
 // R-STREAM-5, R-STREAM-10: posted WRs go to the job ring in post order while
 // the peer's receive window and max_rd_atomic allow; the rest wait in the
 // send queue, and advance_sq calls this again as WRs retire.
@@ -852,23 +912,34 @@ bool Engine::Impl::fill_recv(RecvWqe& r, std::vector<LocalSeg>& lists, uint32_t 
 // R-CMPL-2: the send queue completes strictly in post order.
 void Engine::Impl::advance_sq(Conn& c, Stream& s) {
     const uint32_t head = s.sq_head;
-    while (s.sq_head != s.sq_tail) {
-        SendWqe& w = s.sq[s.sq_head & s.sq_mask];
+    // Locals: the completions written below could alias any of these for the compiler.
+    const uint32_t tail = s.sq_tail, mask = s.sq_mask, conn_id = c.id, stream_id = s.id, cq = s.send_cq;
+    SendWqe* const sq = s.sq.data();
+    uint32_t h = head;
+    uint32_t rd_retired = 0;
+    while (h != tail) {
+        SendWqe& w = sq[h & mask];
         if (!w.done) break;
         if (w.wr.signaled || w.status != WcStatus::success) {
-            Completion cpl;
-            cpl.wr_id = w.wr.wr_id;
-            cpl.conn = c.id;
-            cpl.stream = s.id;
-            cpl.status = w.status;
-            cpl.opcode = wc_opcode_of(w.opcode);
-            cpl.byte_len = w.wr.length;
-            push_cq(s.send_cq, cpl);
+            // Written into its CQ slot in place (push_cq's checks and order, no copy).
+            if (Completion* cpl = cq_slot(cq)) {
+                cpl->wr_id = w.wr.wr_id;
+                cpl->conn = conn_id;
+                cpl->stream = stream_id;
+                cpl->byte_len = w.wr.length;
+                cpl->imm = 0;
+                cpl->status = w.status;
+                cpl->opcode = wc_opcode_of(w.opcode);
+                cpl->has_imm = false;
+                cq_pushed(cq, *cpl, false);
+            }
         }
-        if (w.rd_counted) --s.rd_out;
+        rd_retired += w.rd_counted;
         w.active = false;
-        ++s.sq_head;
+        ++h;
     }
+    s.sq_head = h;
+    s.rd_out -= rd_retired;
     if (s.sq_head != head && s.sq_jobs != s.sq_tail) schedule_sq(c, s);  // room in the window now
 }
 
@@ -1028,6 +1099,24 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     cc_feed(c, p, f);
 }
 
+// R-PATH-9, R-SCHED-5: a re-routed path's new entropy, drawn from the whole
+// 16-bit space by the connection's generator (xorshift32, seeded from the
+// connection id) and never the old value: a driver that maps entropy mod a span of
+// source ports sees each port equally likely, instead of the old
+// entropy + num_paths, which with num_paths dividing the span cycled over
+// span / num_paths ports (two, for 8 paths over 16 ports).
+uint16_t Engine::Impl::new_entropy(Conn& c, uint16_t old) {
+    for (;;) {
+        uint32_t x = c.entropy_rng ? c.entropy_rng : 0x9e3779b9u;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        c.entropy_rng = x;
+        const uint16_t e = uint16_t(x >> 16);
+        if (e != old) return e;
+    }
+}
+
 void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
     if (v.gen != p.ccv.gen) {
         ++st.cc_views_stale;  // for an incarnation of the path that is gone
@@ -1041,9 +1130,16 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
     if (cfg.reroute_after_marks && v.rounds != p.rounds_seen) {
         p.rounds_seen = v.rounds;
         p.marked_rounds = v.rounds_since_mark == 0 ? p.marked_rounds + 1 : 0;
-        if (p.marked_rounds >= cfg.reroute_after_marks) {
+        // Only while another path's latest round was unmarked: when every
+        // path is marked the bottleneck is common (the receiver's link, an
+        // incast), and a new route cannot help. A lone path has no witness.
+        bool others_clear = c.paths.size() == 1;
+        for (const TxPath& q : c.paths)  // a live path, acknowledged since its last timeout
+            others_clear |= &q != &p && q.state == PathStateKind::active && q.consecutive_timeouts == 0 &&
+                            q.ccv.rounds_since_mark > 0;
+        if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
             p.marked_rounds = 0;
-            p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+            p.entropy = new_entropy(c, p.entropy);
             ++p.st.rerouted;
         }
     }

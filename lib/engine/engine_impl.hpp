@@ -75,7 +75,8 @@ struct TxPath {
     // needs tracking, and choosing a path costs no division per packet.
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
     uint64_t sched_step = 0;     // score per packet in flight
-    uint64_t sched_score = 0;    // (inflight + 1) * sched_step
+    // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
+    Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8)
     std::array<PathTxSlot, kPathRing> ring{};
 };
 
@@ -299,6 +300,7 @@ struct Conn {
     Time handshake_rtt = 0;        // 0: unknown (the CONNECT_REQ was repeated)
     uint32_t ctrl_retries = 0;
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
+    uint32_t entropy_rng = 0;      // draws re-routed paths' entropies (new_entropy)
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
     bool unclaimed = false;        // accepted (R-CONN-8) and not yet returned by a connect() (R-CONN-14)
@@ -320,6 +322,13 @@ struct Conn {
     };
     Ring<RnrWait> rnr;             // R-NAK-10: refused as not ready, resent at due (FIFO: one delay)
     std::vector<TxPath> paths;
+    // The burst plan's score of every path (TxPath's sched_*), twice over:
+    // [i] and [i + num_paths], so that pick_path scans from any start without wrapping.
+    std::vector<uint64_t> sched_score;
+    void set_score(uint32_t path, uint64_t v) {
+        sched_score[path] = v;
+        sched_score[path + num_paths] = v;
+    }
     TokenBucket pacer;
     uint32_t hint_kbps = 0;
 
@@ -345,6 +354,20 @@ struct Conn {
         std::unique_ptr<uint8_t[]> bytes;
     };
     std::vector<Orphans> orphans;
+
+    // The last streams destroyed here (R-NAK-8): a resent packet of theirs
+    // whose original was placed is acknowledged again, not refused (the
+    // requester's ACK was lost while the responder tore its QP down, the
+    // usual end of a verbs program on a lossy fabric). Duplicates come
+    // within the CSN window's lifetime, so a few suffice.
+    struct Tombstone {
+        uint32_t wire_id = 0;
+        uint32_t err_msg = 0;  // first message refused, when in_error
+        bool in_error = false;
+        bool valid = false;
+    };
+    std::array<Tombstone, 8> tombstones{};
+    uint8_t tombstone_next = 0;
 
     ConnStats st;
 
@@ -481,6 +504,9 @@ struct Engine::Impl {
     // bytes: members, not locals, so that each segment copies them as whole
     // words instead of the compiler re-storing every field it tracked.
     TxPkt run_pkt;
+    // rx_ack: the stream whose send queue has WRs newly done (delivered),
+    // advanced once when the ACK is processed or another stream's WR is done.
+    Stream* sq_due = nullptr;
     alignas(16) uint8_t run_hdr[wire::kDataLen];
 
     explicit Impl(const EngineConfig& c);
@@ -520,6 +546,23 @@ struct Engine::Impl {
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
     // solicited: a receive completion of a message sent solicited (R-NOTIFY-1).
     void push_cq(uint32_t cq, const Completion& c, bool solicited = false);
+    // push_cq in two halves, so that advance_sq (a completion per message)
+    // writes each completion straight into its slot: the next slot of the
+    // CQ, taken (nullptr: no such CQ, or full, R-CMPL-5: counted, the
+    // completion is lost); then, once it is written, its notification.
+    [[gnu::always_inline]] Completion* cq_slot(uint32_t cq) {
+        if (cq == 0 || cq > cqs.size()) [[unlikely]] return nullptr;
+        Cq& q = cqs[cq - 1];
+        if (q.tail - q.head == q.depth) [[unlikely]] {
+            ++st.cq_overflows;
+            return nullptr;
+        }
+        return &q.ring[q.tail++ & q.mask];
+    }
+    [[gnu::always_inline]] void cq_pushed(uint32_t cq, const Completion& c, bool solicited) {
+        Cq& q = cqs[cq - 1];
+        if (q.armed != CqArm::none) [[unlikely]] notify(cq, q, c, solicited);
+    }
     [[gnu::noinline]] void notify(uint32_t cq, Cq& q, const Completion& c, bool solicited);
     void event(EventKind k, Conn& c);
     void push_event(const ConnEvent& e);
@@ -541,14 +584,15 @@ struct Engine::Impl {
     }
     // Hands the stream's posted send WRs to the job ring while R-STREAM-5 and R-STREAM-10 allow.
     void schedule_sq(Conn& c, Stream& s);
+    [[gnu::always_inline]] inline bool post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
     void destroy_stream(Conn& c, uint32_t sidx);
     void reclaim_orphans(Conn& c);
 
     // rx
-    void rx_one(const RxPacket& p, Time now);
+    [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
-    void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
+    [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
     void rx_ack(Conn& c, const wire::Packet& pk, Time now);
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
     void rx_nak(Conn& c, const wire::Packet& pk);
@@ -565,6 +609,8 @@ struct Engine::Impl {
     // place_inline_max is described in *defer and Placed::deferred returned;
     // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
+    [[gnu::always_inline]] inline bool place_next_write(Conn& c, const wire::Packet& pk);
+    [[gnu::noinline]] bool not_placed(Conn& c, const wire::DataHeader& d, Placed res);
     [[gnu::noinline]] static void split_copy(uint8_t* dst, const wire::Packet& pk);
     [[gnu::noinline]] bool place_in_list(const LocalSeg* e, uint32_t n, const wire::Packet& pk, Deferral* defer,
                                          const Deferral& job) const;
@@ -578,7 +624,7 @@ struct Engine::Impl {
     void nak(Conn& c, const wire::DataHeader& d, wire::Syndrome syn);
     bool refuse_again(Conn& c, const wire::DataHeader& d);
     void mutation_replay(Conn& c, const wire::Packet& pk);  // TEST ONLY: TestMutation::no_dup_filter
-    void delivered(Conn& c, uint32_t csn);
+    [[gnu::always_inline]] inline void delivered(Conn& c, uint32_t csn);
     void resolve_refused(Conn& c, const wire::NakHeader& n);
     TxPkt* unresolved_request(Conn& c, const wire::NakHeader& n);
     void settle_slot(Conn& c, TxPkt& t);
@@ -598,14 +644,15 @@ struct Engine::Impl {
     void refresh_idle_hints(const Conn& joined);
 
     // tx
-    size_t tx(TxPacket* out, size_t max, Time now);
+    size_t tx(TxPacket* out, size_t max, Time now, bool acks = true);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
-    void plan_paths(Conn& c);
-    int pick_path(Conn& c);
+    void plan_paths(Conn& c, Time now);
+    [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);
@@ -621,6 +668,7 @@ struct Engine::Impl {
     // cc: hands one record to the CC core (inline: applies it and its view now).
     bool cc_feed(Conn& c, TxPath& p, const CcFeedback& f);  // false: dropped, queue full
     void apply_view(Conn& c, TxPath& p, const CcView& v);
+    uint16_t new_entropy(Conn& c, uint16_t old);
     // A new incarnation of the path's window (path creation, revival), published at once.
     void cc_fresh(Conn& c, TxPath& p, uint16_t pi);
     Time deadline(Time now) const;

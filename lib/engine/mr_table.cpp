@@ -24,13 +24,4 @@ Status MrTable::add(uint32_t pd, void* addr, uint64_t length, uint32_t access, M
 
 Status MrTable::remove(uint32_t key) { return regions_.remove(key) ? Status::ok : Status::no_such_object; }
 
-uint8_t* MrTable::check_local(uint32_t lkey, uint64_t addr, uint64_t len, bool need_write) const noexcept {
-    const Region* r = find(lkey);
-    if (!r) return nullptr;
-    if (need_write && !(r->access & kAccessLocalWrite)) return nullptr;
-    const uint64_t base = reinterpret_cast<uintptr_t>(r->addr);
-    if (addr < base || len > r->length || addr - base > r->length - len) return nullptr;
-    return r->addr + (addr - base);
-}
-
 }  // namespace mroce

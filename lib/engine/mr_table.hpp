@@ -36,7 +36,15 @@ public:
     }
     // Local check for a posted work request (lkey, range; write access if the
     // NIC writes into it). Returns nullptr if it fails.
-    uint8_t* check_local(uint32_t lkey, uint64_t addr, uint64_t len, bool need_write) const noexcept;
+    // Inline: it runs for every posted work request (doc/performance.md section 7).
+    uint8_t* check_local(uint32_t lkey, uint64_t addr, uint64_t len, bool need_write) const noexcept {
+        const Region* r = find(lkey);
+        if (!r) return nullptr;
+        if (need_write && !(r->access & kAccessLocalWrite)) return nullptr;
+        const uint64_t base = reinterpret_cast<uintptr_t>(r->addr);
+        if (addr < base || len > r->length || addr - base > r->length - len) return nullptr;
+        return r->addr + (addr - base);
+    }
 
 private:
     struct Region {

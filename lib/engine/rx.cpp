@@ -248,25 +248,8 @@ void Engine::Impl::refresh_idle_hints(const Conn& joined) {
 
 // ---------------- data ----------------
 
-void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
-    const wire::DataHeader& d = pk.data;
-    const uint16_t pi = pk.common.path_id;
-    if (pi >= c.rx_paths.size()) {
-        ++st.rx_bad_path;
-        return;
-    }
-    const bool deferring = cfg.deferred_placement;
-    if (deferring && pend_tail - pend_head == pend.size()) {
-        ++st.rx_place_full;  // the placement stage is behind: like a full NIC queue, no ack
-        return;
-    }
-    RxPath& rp = c.rx_paths[pi];
-    rp.sack.apply_floor(d.path_floor);
-    const SackBitmap::Result pr = rp.sack.classify(d.psn);
-    if (pr == SackBitmap::Result::beyond_window) {
-        ++st.rx_stale;  // R-SACK-2 violated by the sender
-        return;
-    }
+// What rx_accounted (now, or after a deferred placement) needs of a data packet's arrival.
+static PendRec arrival(const wire::DataHeader& d, uint16_t pi, bool ce, bool psn_fresh) {
     PendRec r;
     r.csn = d.csn;
     r.psn = d.psn;
@@ -274,7 +257,48 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     r.plen = d.payload_len;
     r.path = pi;
     r.ce = ce;
-    r.psn_fresh = pr == SackBitmap::Result::fresh;
+    r.psn_fresh = psn_fresh;
+    return r;
+}
+
+void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
+    const wire::DataHeader& d = pk.data;
+    const uint16_t pi = pk.common.path_id;
+    if (pi >= c.peer_paths) {  // == rx_paths.size()
+        ++st.rx_bad_path;
+        return;
+    }
+    RxPath& rp = c.rx_paths[pi];
+    const bool deferring = cfg.deferred_placement;
+    if (!deferring) [[likely]] {
+        // Run to completion, a packet new on its path and on the connection
+        // (nearly every one): the steps below in a straight line, none of
+        // the arrival-order record deferred placement needs (issue 24).
+        rp.sack.apply_floor(d.path_floor);
+        if (rp.sack.classify(d.psn) == SackBitmap::Result::fresh &&
+            c.rx_csn.classify(d.csn) == CsnWindow::Result::fresh) [[likely]] {
+            // A whole message placed by place_next_write ends its message (R-ACK-1).
+            const bool whole = place_next_write(c, pk);
+            const Placed res = whole ? Placed::ok : place(c, pk, now, nullptr);
+            if (res == Placed::ok) [[likely]] c.rx_csn.mark(d.csn);
+            else if (not_placed(c, d, res)) return;  // (refused: not_placed marked its CSN)
+            PendRec r = arrival(d, pi, ce, true);
+            r.accepted = true;
+            r.ack_now = whole || ce || (d.dflags & wire::kDataAckNow) || uint64_t(d.offset) + d.payload_len >= d.msg_len;
+            rx_accounted(c, rp, r, now);
+            return;
+        }
+    } else if (pend_tail - pend_head == pend.size()) {
+        ++st.rx_place_full;  // the placement stage is behind: like a full NIC queue, no ack
+        return;
+    }
+    rp.sack.apply_floor(d.path_floor);  // (again without deferral: a no-op)
+    const SackBitmap::Result pr = rp.sack.classify(d.psn);
+    if (pr == SackBitmap::Result::beyond_window) {
+        ++st.rx_stale;  // R-SACK-2 violated by the sender
+        return;
+    }
+    PendRec r = arrival(d, pi, ce, pr == SackBitmap::Result::fresh);
     Deferral df;
     bool deferred = false;
     if (r.psn_fresh) {
@@ -294,26 +318,10 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             if (cfg.test_mutation == TestMutation::no_dup_filter) [[unlikely]] mutation_replay(c, pk);
         } else {
             const Placed res = place(c, pk, now, deferring ? &df : nullptr);
-            if (res == Placed::rnr) {
-                // R-NAK-10: not acked, CSN not marked; the requester resends it after its RNR delay.
-                ++c.st.rnr_drops;
-                nak(c, d, Syndrome::rnr);
-                return;
-            }
-            if (res == Placed::stale) {
-                // Names a message that cannot be in flight: a corrupted or forged packet.
-                // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
-                ++st.rx_stale;
-                return;
-            }
+            if (res != Placed::ok && res != Placed::deferred && not_placed(c, d, res)) return;
             // Deferred: marked now ("placement pending") so that a copy arriving
-            // before the placement is a duplicate, never placed twice.
-            c.rx_csn.mark(d.csn);
-            if (res == Placed::refused) {
-                // R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
-                if (deferring) c.rx_csn_done.mark(d.csn);
-                if (cfg.test_mutation != TestMutation::ack_refused) [[likely]] return;
-            }
+            // before the placement is a duplicate, never placed twice. (Refused: not_placed marked it.)
+            if (res != Placed::refused) c.rx_csn.mark(d.csn);
             r.accepted = true;
             deferred = res == Placed::deferred;
         }
@@ -360,6 +368,29 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     }
 }
 
+// A fresh packet place() did not accept: nothing of it is acknowledged.
+// Returns true (the caller stops); false only under the test mutation that
+// acknowledges a refused packet (TestMutation::ack_refused), which then goes
+// on as accepted, its CSN marked here.
+bool Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
+    if (res == Placed::rnr) {
+        // R-NAK-10: not acked, CSN not marked; the requester resends it after its RNR delay.
+        ++c.st.rnr_drops;
+        nak(c, d, Syndrome::rnr);
+        return true;
+    }
+    if (res == Placed::stale) {
+        // Names a message that cannot be in flight: a corrupted or forged packet.
+        // Leaving its CSN unmarked keeps it from shadowing the real one (R-CSN-8).
+        ++st.rx_stale;
+        return true;
+    }
+    // Placed::refused. R-NAK-1, R-ACK-8: CSN consumed, PSN not acked, NAK sent; nothing placed.
+    c.rx_csn.mark(d.csn);
+    if (cfg.deferred_placement) c.rx_csn_done.mark(d.csn);
+    return cfg.test_mutation != TestMutation::ack_refused;  // TEST ONLY: the mutation acks it
+}
+
 // Step 16 of doc/spec.md section 5 after the payload is in place: count it,
 // record its PSN and make the path's ACK due (R-ACK-1, R-ACK-2).
 void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now) {
@@ -373,7 +404,7 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now)
         rp.sack.mark(r.psn);
     // R-ACK-2: every data packet, fresh or duplicate, is acked.
     ++rp.rx_packets;
-    if (rp.rx_pending < 0xffff) ++rp.rx_pending;
+    rp.rx_pending = uint16_t(rp.rx_pending + (rp.rx_pending != 0xffff));
     if (r.ce) {
         ++rp.rx_ce;
         if (rp.ce_pending < rp.rx_pending) ++rp.ce_pending;
@@ -479,7 +510,14 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) return false;
     Stream* s = c.find_stream(d.stream_id);
     if (!s) {
-        // Its stream is gone (destroyed): what the original met is unknown.
+        // Its stream is gone (destroyed). Lately, and its state then says the
+        // original was placed: acknowledge it again. Otherwise what the
+        // original met is unknown: refuse.
+        for (const Conn::Tombstone& t : c.tombstones)
+            if (t.valid && t.wire_id == d.stream_id) {
+                if (!t.in_error || wire::seq_lt(d.msg_seq, t.err_msg)) return false;
+                break;
+            }
         nak(c, d, Syndrome::invalid_stream);
         return true;
     }
@@ -549,6 +587,31 @@ bool Engine::Impl::place_in_list(const LocalSeg* e, uint32_t n, const wire::Pack
     if (!pk.payload_tail.empty()) split_copy(dst, pk);
     else std::memcpy(dst, pk.payload.data(), d.payload_len);
     return false;
+}
+
+// A whole WRITE in one packet, next in its stream's order (issue 24): placed
+// and completed at once, with no message record (a WRITE's completion at the
+// responder is nothing but its turn, R-CMPL-3). payload_len == msg_len means
+// offset 0 (R-WIRE-7). False (nothing changed): anything else, and anything
+// that would fail it, which place() records and refuses.
+bool Engine::Impl::place_next_write(Conn& c, const wire::Packet& pk) {
+    const wire::DataHeader& d = pk.data;
+    if (d.opcode != Opcode::write || d.payload_len != d.msg_len || (d.dflags & wire::kDataVoid) ||
+        !pk.payload_tail.empty())
+        return false;
+    uint32_t sidx = 0;
+    Stream* sp = c.find_stream(d.stream_id, &sidx);
+    if (!sp || sp->error || d.msg_seq != sp->rx_next || sp->rx[d.msg_seq & sp->rx_mask].active) return false;
+    Stream& s = *sp;
+    uint8_t* dst = nullptr;
+    Syndrome syn{};
+    const uint32_t plen = d.payload_len;
+    if (!mrs.check_remote(d.rkey, s.pd, kAccessRemoteWrite, d.remote_addr, plen, &dst, syn)) [[unlikely]]
+        return false;
+    if (plen) std::memcpy(dst, pk.payload.data(), plen);  // R-DATA-2
+    ++s.rx_next;
+    if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
+    return true;
 }
 
 Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer) {
@@ -629,6 +692,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     if (wire::seq_lt(d.msg_seq, s.rx_next)) return Placed::stale;
     if (d.msg_seq - s.rx_next >= s.depth) return Placed::stale;  // R-STREAM-5: beyond stream_depth
     RxMsg& m = s.rx[d.msg_seq & s.rx_mask];
+    if ((!defer || plen <= cfg.place_inline_max) && place_next_write(c, pk)) return Placed::ok;
     if (!m.active) {
         m = RxMsg{};
         m.active = true;
@@ -868,7 +932,14 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
             const bool needs_response = w.opcode == Opcode::read_req || wire::is_atomic_req(w.opcode);
             if (!needs_response && w.pkts_acked >= w.npkts) {
                 w.done = true;  // R-CMPL-2: acked = placed at the responder
-                advance_sq(c, s);
+                // Its completion (and any behind it) is generated once per
+                // ACK (rx_ack's flush_sq), not per packet; a packet of
+                // another stream flushes this one's first, so the CQ sees
+                // the order per-packet advances would have given.
+                if (sq_due != &s) {
+                    if (sq_due) advance_sq(c, *sq_due);
+                    sq_due = &s;
+                }
             }
         }
     }
@@ -1077,7 +1148,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     const bool undo = p.rto_pending && rx_late_ack(c, p, a, now);  // R-TIMER-7
     uint32_t newly = 0;
-    auto ack_slot = [&](uint32_t psn) {
+    auto ack_slot = [&](uint32_t psn) __attribute__((always_inline)) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight) {
             sl.state = TxSlotState::acked;
@@ -1090,7 +1161,13 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
             delivered(c, sl.csn);
         }
     };
-    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, a.cum_psn); ++psn) ack_slot(psn);
+    // Cumulatively acknowledged: resolved, so emptied and passed here
+    // (advance_una's work for this range, without a second walk over it).
+    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, a.cum_psn); ++psn) {
+        ack_slot(psn);
+        p.ring[psn & (kPathRing - 1)].state = TxSlotState::empty;
+    }
+    if (wire::seq_lt(p.snd_una, a.cum_psn)) p.snd_una = a.cum_psn;
     bool any_sack = false;
     uint32_t highest = 0;
     for (uint32_t w = 0; w < 4; ++w) {
@@ -1156,6 +1233,10 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         f.hint_kbps = c.hint_kbps;
         f.active_paths = uint16_t(active);
         f.pkt_bytes = uint16_t(c.seg + uint32_t(wire::kDataLen));
+    }
+    if (sq_due) {
+        advance_sq(c, *sq_due);
+        sq_due = nullptr;
     }
     cc_feed(c, p, f);
 }

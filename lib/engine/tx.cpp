@@ -70,6 +70,7 @@ static bool path_open(const TxPath& p) {
 }
 
 size_t Engine::tx_burst(TxPacket* out, size_t max, Time now) { return impl_->tx(out, max, now); }
+size_t Engine::tx_burst(TxPacket* out, size_t max, Time now, bool acks) { return impl_->tx(out, max, now, acks); }
 
 bool Engine::tx_pending(Time now) const {
     const Impl& I = *impl_;
@@ -117,7 +118,7 @@ Time Engine::Impl::deadline(Time now) const {
     return std::max(t, now);
 }
 
-size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
+size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
     last_now = now;
     if (now >= next_timer) timers(now);
     if (cfg.rate_hints && now >= next_hint_update) {
@@ -143,22 +144,27 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now) {
         if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
             close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
         if (c->state != ConnState::established && c->state != ConnState::closing) continue;
-        if (c->acks_pending) {
-            for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
-                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
-                    ++n;
-        }
-        if (n < max && c->state == ConnState::established && c->has_sendable()) {
-            plan_paths(*c);
-            while (n < max) {
+        // Data first, then the connection's ACKs, in room kept for them
+        // (never crowded out): an answer to what the ACK acknowledges leaves
+        // one datagram earlier in the same burst (issue 24, latency).
+        const size_t ack_room = acks ? c->acks_pending : 0;
+        const size_t data_max = max - std::min<size_t>(max - n, ack_room);
+        if (n < data_max && c->state == ConnState::established && c->has_sendable()) {
+            plan_paths(*c, now);
+            while (n < data_max) {
                 bool blocked = false;
-                const size_t k = emit_segment_run(*c, out + n, max - n, now, blocked);
+                const size_t k = emit_segment_run(*c, out + n, data_max - n, now, blocked);
                 n += k;
                 if (blocked) break;  // where emit_data would have returned false
                 if (k) continue;
                 if (!emit_data(*c, out[n], now)) break;
                 ++n;
             }
+        }
+        if (c->acks_pending && acks) {
+            for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
+                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
+                    ++n;
         }
         if (!wants_tx(*c)) {
             c->in_ready = false;
@@ -284,21 +290,26 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
 // after a fresh mark; a path that may take nothing scores kNoPath.
 static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 
-void Engine::Impl::plan_paths(Conn& c) {
-    for (TxPath& p : c.paths) {
+void Engine::Impl::plan_paths(Conn& c, Time now) {
+    for (uint32_t pi = 0; pi < c.num_paths; ++pi) {
+        TxPath& p = c.paths[pi];
+        // The retransmission timer every send on the path arms (send_on_path):
+        // the same for the whole burst (no RTT or timeout changes inside it).
+        const Time rto = backed_off_rto(p, cfg);
+        p.sched_timer = now + (p.have_rtt ? std::min(rto, 2 * p.srtt + cfg.ack_delay) : rto);
         const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
             p.sched_room = 0;  // not eligible (path_open)
-            p.sched_score = kNoPath;
+            c.set_score(pi, kNoPath);
             continue;
         }
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
         uint64_t k = (p.have_rtt ? p.srtt : 0) / 64 + 16;
         if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
         p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(cwnd * 16.0));
-        p.sched_score = uint64_t(p.inflight + 1) * p.sched_step;
+        c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
     }
 }
 
@@ -307,20 +318,21 @@ void Engine::Impl::plan_paths(Conn& c) {
 // Branch-free: with equal paths taking turns, a compare-and-branch here was
 // mispredicted about once per packet.
 int Engine::Impl::pick_path(Conn& c) {
-    const uint32_t n = uint32_t(c.paths.size());
-    const TxPath* paths = c.paths.data();
-    uint32_t best = 0;
-    uint64_t best_score = kNoPath;
-    auto consider = [&](uint32_t i) {
-        const uint64_t s = paths[i].sched_score;
+    const uint32_t n = c.num_paths;
+    // The scores twice over (Conn::sched_score): the scan from start is one
+    // contiguous run, with no wrap test per path.
+    const uint64_t* sc = c.sched_score.data();
+    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
+    uint32_t best = start;
+    uint64_t best_score = sc[start];
+    for (uint32_t i = start + 1; i < start + n; ++i) {
+        const uint64_t s = sc[i];
         const bool better = s < best_score;
         best = better ? i : best;
         best_score = better ? s : best_score;
-    };
-    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
-    for (uint32_t i = start; i < n; ++i) consider(i);
-    for (uint32_t i = 0; i < start; ++i) consider(i);
+    }
     if (best_score == kNoPath) return -1;
+    if (best >= n) best -= n;
     c.rr_path = best + 1 == n ? 0 : best + 1;
     return int(best);
 }
@@ -410,7 +422,8 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
 }
 
 // hdr_template: the message's data header with every per-message field
-// filled in (emit_segment_run); only the per-packet fields are written here.
+// filled in (emit_segment_run), or o.hdr itself when the caller wrote them
+// there (single_run); only the per-packet fields are written here.
 [[gnu::always_inline]] inline void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now,
                                                               const uint8_t* hdr_template) {
     TxPath& p = c.paths[pi];
@@ -421,7 +434,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     sl.state = TxSlotState::inflight;
     ++p.inflight;
     // The burst's plan (plan_paths) follows what it sends.
-    p.sched_score = --p.sched_room ? p.sched_score + p.sched_step : kNoPath;
+    c.set_score(uint32_t(pi), --p.sched_room ? c.sched_score[pi] + p.sched_step : kNoPath);
     const bool retransmit = t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
@@ -432,7 +445,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     const uint32_t ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo
     if (hdr_template) {
         using namespace wire::detail;
-        std::memcpy(o.hdr, hdr_template, wire::kDataLen);
+        if (hdr_template != o.hdr) std::memcpy(o.hdr, hdr_template, wire::kDataLen);
         put16(o.hdr + 12, uint16_t(pi));
         put32(o.hdr + 16, psn);
         put32(o.hdr + 20, t.csn);
@@ -470,8 +483,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
     // probe time (R-TIMER-8) only at the RTO, when no timer pass had run meanwhile.
-    const Time rto = backed_off_rto(p, cfg);
-    next_timer = std::min(next_timer, now + (p.have_rtt ? std::min(rto, 2 * p.srtt + cfg.ack_delay) : rto));
+    next_timer = std::min(next_timer, p.sched_timer);
 }
 
 // New segments of one multi-packet SEND or WRITE, back to back: what is
@@ -492,7 +504,10 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
         w.opcode != Opcode::send_imm)
         return 0;
-    if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
+    if (w.npkts - w.next_seg < 2) {  // a run pays off from two segments on
+        if (w.npkts != 1 || w.next_seg != 0 || w.gather) return 0;
+        return single_run(c, out, max, now, blocked);
+    }
     TxPkt& tmpl = run_pkt;
     tmpl = request_pkt(s, w, job);
     tmpl.msg_len = w.wr.length;
@@ -542,6 +557,74 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
     return n;
 }
 
+// New one-packet SENDs and WRITEs, back to back from the front of the job
+// ring (issue 24): each one's transmit record straight from its WQE and its
+// header straight from the record, with none of the general path's re-checks
+// of retransmissions and responses per packet. Same decisions in the same
+// order as emit_data + next_new_segment; it stops at the first job of any
+// other kind, which the caller hands to the general path or a segment run.
+size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    size_t n = 0;
+    while (n < max && !c.jobs.empty()) {
+        const TxJob job = c.jobs.front();
+        if (job.kind != JobKind::request) break;
+        Stream& s = c.streams[job.stream_idx];
+        SendWqe& w = s.sq[job.slot];
+        if (w.npkts != 1 || w.next_seg != 0 || !w.active || w.done || s.error || w.gather ||
+            (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
+             w.opcode != Opcode::send_imm))
+            break;
+        if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
+        const int pi = pick_path(c);
+        if (pi < 0) { blocked = true; break; }
+        if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        c.jobs.drop_front();
+        w.next_seg = 1;
+        // The record field by field (request_pkt's, without a temporary) and
+        // the message's header fields from the same registers; send_on_path
+        // adds the per-packet ones.
+        TxPkt& t = c.txpkts[c.csn_nxt & mask];
+        const uint32_t len = w.wr.length;  // one packet: at most the segment size
+        t.payload = w.local;
+        t.remote_addr = w.wr.remote_addr;
+        t.csn = c.csn_nxt++;
+        t.stream_id = s.wire_id;
+        t.msg_seq = w.msg_seq;
+        t.msg_len = len;
+        t.offset = 0;
+        t.rkey = w.wr.rkey;
+        t.recv_seq = w.recv_seq;
+        t.imm = w.wr.imm;
+        t.stream_idx = job.stream_idx;
+        t.sq_slot = job.slot;
+        t.payload_len = uint16_t(len);
+        t.opcode = w.opcode;
+        t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+        t.is_request = true;
+        t.sent_before = false;
+        t.rnr_tries = 0;
+        TxPacket& o = out[n];
+        {
+            using namespace wire::detail;
+            uint8_t* h = o.hdr;
+            put_common(h, wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
+            put8(h + 24, uint8_t(t.opcode));
+            put32(h + 28, t.stream_id);
+            put32(h + 32, t.msg_seq);
+            put32(h + 36, len);
+            put32(h + 44, t.rkey);
+            put64(h + 48, t.remote_addr);
+            put32(h + 56, t.recv_seq);
+            put32(h + 60, t.imm);
+        }
+        send_on_path(c, t, pi, o, now, o.hdr);
+        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        ++n;
+    }
+    return n;
+}
+
 bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
     if (c.state != ConnState::established) return false;
     if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) return false;
@@ -563,7 +646,7 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
         send_on_path(c, t, int(pr.path), o, now);
         if (room == 0) {  // no window: the probe must not open the burst's plan for this path
             p.sched_room = 0;
-            p.sched_score = kNoPath;
+            c.set_score(pr.path, kNoPath);
         }
         ++p.st.tail_probes;
         return true;
@@ -632,7 +715,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
         // R-PATH-9: retire the path, try a new route for it, and probe it.
         p.state = PathStateKind::failed;
-        p.entropy = uint16_t((p.entropy + c.paths.size()) % (c.paths.size() * 16));
+        p.entropy = new_entropy(c, p.entropy);
         ++p.st.rerouted;
         p.next_probe = now;
         p.probe_gap = cfg.probe_interval;
@@ -800,7 +883,10 @@ void Engine::Impl::timers(Time now) {
                         ++st.probes_deferred;
                     }
                     const Time gap = std::max<Time>(p.probe_gap, 1);
-                    p.next_probe = now + gap;
+                    // Never sooner than a reply can come back: only the latest
+                    // probe's reply revives (R-PATH-10), so probes faster than
+                    // the round trip would each be overtaken by the next.
+                    p.next_probe = now + std::max<Time>(gap, p.have_rtt ? 2 * p.srtt : 0);
                     p.probe_gap = std::min<Time>(2 * gap, std::max(cfg.probe_max_interval, cfg.probe_interval));
                 }
                 next = std::min(next, p.next_probe);

@@ -543,8 +543,11 @@ TEST_CASE("re-routing: a path that stays congested moves to a new ECMP route (R-
     // the one path that started on the hot spot.)
     CHECK(on.rerouted >= 1);
     CHECK(std::count(on.final_spine.begin(), on.final_spine.end(), on.hot) <= 1);
+    // (New entropies are drawn at random over 16 bits since issue 21, so a
+    // path lands on the hot spine again a quarter of the time and stays 3
+    // rounds: a third of the share without re-routing, not a quarter.)
     CHECK(on.hot_share < 0.05);
-    CHECK(on.hot_share < off.hot_share / 4);
+    CHECK(on.hot_share < off.hot_share / 3);
     CHECK(on.gbps >= 1.5 * off.gbps);
 }
 

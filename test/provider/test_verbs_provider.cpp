@@ -374,7 +374,8 @@ int main(int argc, char** argv) {
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) g_self.assign(exe, size_t(n));
     const char* port = std::getenv("MROCE_TEST_PORT");
-    g_port = port ? uint16_t(std::atoi(port)) : uint16_t(20000 + (::getpid() % 20000));
+    // Below the kernel's ephemeral range (32768-60999), where clients of other tests bind.
+    g_port = port ? uint16_t(std::atoi(port)) : uint16_t(20000 + (::getpid() % 6000) * 2);
     if (argc == 3 && std::strcmp(argv[1], "--peer") == 0) return peer::run(argv[2]);
     ::setenv("MROCE_CONFIG", write_config("127.0.0.41").c_str(), 1);
     ::setenv("MROCE_TEST_PORT", std::to_string(g_port).c_str(), 1);  // peers use the same port

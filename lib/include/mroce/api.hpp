@@ -92,6 +92,10 @@ inline EngineConfig socket_engine_defaults() {
     e.min_rto = 1'000'000;
     e.initial_rto = 2'000'000;
     e.max_payload = kMaxPayloadAuto;
+    // R-SCHED-5 on by default for devices: on a multi-plane or ECMP fabric a
+    // path left on a marking plane after a failover would otherwise sit at
+    // cwnd 1 (the engine's own default stays 0, as its tests expect).
+    e.reroute_after_marks = 4;
     return e;
 }
 
@@ -419,15 +423,24 @@ public:
     // Manual progress: one receive + transmit pass; returns the packets moved.
     // In automatic mode it does nothing and returns 0 (the engine thread owns the loop).
     size_t progress();
+    // Where a pass transmits (drive loop TxOrder, architecture 3.1): after_rx
+    // (the default) acknowledges what arrived in the pass that received it;
+    // before_rx acknowledges it at the start of the next pass, in one burst
+    // with what the application posted in between: for applications that
+    // answer what they receive at once and keep calling progress (ping-pong,
+    // request/response; mroce-perf --lat), whose answer then leaves without
+    // an ACK send ahead of it (issue 24). An application that stops calling
+    // progress holds its ACKs until it calls again.
+    void set_tx_order(TxOrder o);
     // Automatic progress driven by callers (the verbs provider: a thread
     // polling a CQ runs the transport itself rather than contend with the
     // engine thread for the device lock): one loop pass in the caller's
     // thread, after which the engine thread stands by for drive_handoff_us;
     // it takes the loop back when callers stop (or at once after
     // stop_driving(), before a caller blocks). The longer callers have been
-    // driving without a break, the longer it naps between looks (a quarter
-    // of that time, at most 1 ms), so a busy poller is not interrupted by
-    // its wake-ups. Manual mode: progress(). drive_locked: the caller holds lock().
+    // driving without a break of a millisecond, the longer it naps between
+    // looks (a quarter of that time, at most 1 ms), so a busy poller is not
+    // interrupted by its wake-ups. Manual mode: progress(). drive_locked: the caller holds lock().
     size_t drive();
     size_t drive_locked();
     void stop_driving();

@@ -124,6 +124,21 @@ struct Bursts {
     size_t tx = 64;
 };
 
+// Where a pass sends the engine's transmit queue (issue 24).
+//  - after_rx: receive, then transmit: what arrived is acknowledged in the
+//    same pass (the loop alone, with no owner answering in between: DPDK
+//    lcores, the simulator);
+//  - before_rx: transmit, receive, then transmit all but data ACKs (control
+//    answers such as a CONNECT_ACK, data a received ACK let out): what
+//    arrived is acknowledged at the start of the next pass, together with
+//    whatever the owner posted in between (the answer to it), in one burst,
+//    instead of an ACK burst that delays the answer by a send. The native
+//    API, whose owner runs between passes. The ACK leaves as soon as the
+//    owner makes the next pass: one that moved anything is followed by the
+//    next without waiting (idle(), the engine's deadline). An engine without
+//    tx_burst(..., acks) transmits everything after the receive instead.
+enum class TxOrder : uint8_t { after_rx, before_rx };
+
 // The loop's hooks for its owner, called in every pass (the native API: the
 // test fault injector on received packets, connection events before TX).
 struct NoHooks {
@@ -183,11 +198,21 @@ public:
     size_t step(Time now, Hooks& hooks) {
         size_t moved = exchange_cc(now);   // views first: this pass's TX schedules on them
         if constexpr (kPlaces) moved += finish_copies(now);   // their acks go out in this pass's TX
-        moved += receive(now, hooks);
-        hooks.before_tx(now);
-        moved += transmit(now);
+        if (order_ == TxOrder::before_rx) {
+            hooks.before_tx(now);
+            moved += transmit(now, true);
+            moved += receive(now, hooks);
+            hooks.before_tx(now);
+            moved += transmit(now, false);
+        } else {
+            moved += receive(now, hooks);
+            hooks.before_tx(now);
+            moved += transmit(now);
+        }
         return moved + exchange_cc(now);   // then what RX and TX fed back
     }
+    void set_tx_order(TxOrder o) noexcept { order_ = o; }
+    TxOrder tx_order() const noexcept { return order_; }
 
     // When the loop must run again without new input (UINT64_MAX: never).
     Time next_deadline(Time now) {
@@ -275,7 +300,8 @@ private:
     // The engine's queue to the port, in bursts. Packets the port refused get
     // one more chance in the next pass; after that the engine's loss recovery
     // owns them, as for any loss.
-    size_t transmit(Time now) {
+    // acks false: data ACKs stay in the engine for the next pass (TxOrder::before_rx).
+    size_t transmit(Time now, bool acks = true) {
         size_t moved = 0;
         if (nretry_) {
             const size_t n = nretry_;
@@ -288,7 +314,11 @@ private:
         for (;;) {
             if constexpr (kTxReady)
                 if (!port_.tx_ready()) break;
-            const size_t n = eng_.tx_burst(tx_.get(), b_.tx, now);
+            size_t n;
+            if constexpr (requires(TxPacket* t) { eng_.tx_burst(t, b_.tx, now, acks); })
+                n = eng_.tx_burst(tx_.get(), b_.tx, now, acks);
+            else
+                n = eng_.tx_burst(tx_.get(), b_.tx, now);
             if (n == 0) break;
             const size_t s = port_.send_burst(tx_.get(), n, unsent_.get());
             moved += n;
@@ -305,6 +335,7 @@ private:
     Eng& eng_;
     Policy policy_;
     Bursts b_;
+    TxOrder order_ = TxOrder::after_rx;
     std::unique_ptr<RxPacket[]> rx_;
     std::unique_ptr<TxPacket[]> tx_, retry_;
     std::unique_ptr<uint32_t[]> unsent_;

@@ -374,7 +374,7 @@ inline void get_common(const uint8_t* p, CommonHeader& c) noexcept {
 // decode() for the datagram every data path receives most: a whole DATA
 // packet in one buffer is decoded inline, with the same checks and result
 // as decode(); anything else is handed to decode().
-inline DecodeError decode_data(std::span<const uint8_t> buf, Packet& out) noexcept {
+[[gnu::always_inline]] inline DecodeError decode_data(std::span<const uint8_t> buf, Packet& out) noexcept {
     const uint8_t* p = buf.data();
     const size_t n = buf.size();
     if (n < kDataLen || p[0] != kVersion || p[1] != uint8_t(PacketType::data)) [[unlikely]]

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) 2026 The mroce authors
+#
+# mroce-perf over a real multi-plane fabric (scripts/netns-planes.sh): two
+# hosts, three planes through three router namespaces, ECMP by L4 hash over
+# the planes, 1% loss on plane 0 and CE marking on plane 1 (nftables in the
+# routers). Every case removes its namespaces on the way out.
+#
+#   perf_netns_planes.py MROCE_PERF fail OP A B
+#       a verified OP (write, send, read) of 64 KiB messages for 3.2 s; at 0.6 s
+#       plane A black-holes, at 1.1 s plane B too, at 1.6 s both heal. No data
+#       lost, no error; prints each plane's delivered bytes per 100 ms
+#       (router-side counters toward the server) and checks that the failed
+#       planes carry nothing while down and the healed ones carry data again
+#       within 1 s of healing.
+#   perf_netns_planes.py MROCE_PERF all-down SECONDS
+#       every plane black-holes for SECONDS during a verified WRITE with
+#       conn_timeout 1000 ms: under it the transfer resumes and verifies;
+#       over it both ends exit with a connection error naming the silence,
+#       within conn_timeout + 1 s of the outage.
+# Needs root, ip netns and nft; exits 77 (skipped) without them.
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PERF = os.path.abspath(sys.argv[1])
+CASE = sys.argv[2:]
+FABRIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "netns-planes.sh")
+TAG = f"mrpl{os.getpid() % 10000}"
+PLANES = 3
+
+
+def sh(*args, check=True):
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def fabric(*args):
+    return sh("bash", FABRIC, args[0], TAG, *map(str, args[1:]))
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def delivered():
+    """Bytes each plane has forwarded toward the server host (router r<p>, interface h1)."""
+    out = []
+    for p in range(PLANES):
+        j = json.loads(sh("ip", "-n", f"{TAG}r{p}", "-s", "-j", "link", "show", "h1").stdout)
+        out.append(j[0]["stats64"]["tx"]["bytes"])
+    return out
+
+
+def conf(d, i, extra=""):
+    path = os.path.join(d, f"h{i}.conf")
+    with open(path, "w") as f:
+        f.write(f"[engine]\npaths = 6\n{extra}[device d]\naddress = 10.0.0.{i + 1}\n")
+    return path
+
+
+def start(d, op, seconds, extra_args=(), extra_conf=""):
+    srv = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h1", PERF, "--config", conf(d, 1, extra_conf),
+                            "--accept-timeout", "10", *extra_args], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    cli = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h0", PERF, "--config", conf(d, 0, extra_conf), "10.0.0.2",
+                            "--op", op, "-s", "65536", "-D", str(seconds), "--verify", *extra_args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return srv, cli
+
+
+def finish(p, timeout):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return p.returncode, out, err
+
+
+def case_fail(d, op, a, b):
+    fabric("loss", 0, 10)
+    fabric("ce", 1, "on")
+    srv, cli = start(d, op, 4.5)
+    samples = []  # (t, bytes per plane)
+    t0 = time.time()
+    # Each step 0.5 s after the previous one ended (a step spawns several `ip`
+    # commands, slow on a busy machine); at least 1.2 s of transfer after healing.
+    events = [(0.6, "fail", a), (0.5, "fail", b), (0.5, "heal", a), (0.0, "heal", b)]
+    t_next = events[0][0]
+    while cli.poll() is None and time.time() - t0 < 15:
+        t = time.time() - t0
+        while events and t_next <= t:
+            _, what, p = events.pop(0)
+            fabric(what, p)
+            t = time.time() - t0
+            samples.append((t, delivered(), f"{what} {p}"))
+            if events:
+                t_next = t + events[0][0]
+        samples.append((time.time() - t0, delivered(), ""))
+        time.sleep(0.1)
+    if events:
+        fail(f"the transfer ended before the schedule did ({events})")
+    crc, cout, cerr = finish(cli, 20)
+    src, sout, serr = finish(srv, 10)
+    marks = int(fabric("count", 1).stdout.split()[1])
+    dropped = int(fabric("count", 0).stdout.split()[0])
+    print(" t(s)   " + "  ".join(f"plane{p} MB/100ms" for p in range(PLANES)))
+    for k in range(1, len(samples)):
+        t, cur, note = samples[k]
+        prev = samples[k - 1][1]
+        print(f"{t:5.2f}  " + "  ".join(f"{(cur[p] - prev[p]) / 1e6:16.2f}" for p in range(PLANES)) + f"  {note}")
+    if crc != 0 or src != 0:
+        fail(f"{op}: exit codes client {crc} server {src}: {cerr[-700:]} {serr[-400:]}")
+    if "verify" not in cout or " ok " not in cout.replace("\n", " ") + " ":
+        if "ok" not in cout:
+            fail(f"{op}: no verify ok: {cout[-500:]}")
+    if dropped == 0 or marks == 0:
+        fail(f"plane 0 dropped {dropped}, plane 1 marked {marks}: the fabric's loss/CE did not act")
+    # Healed planes carry data again within 1 s of healing (plane 1 marks every
+    # packet CE: paths leave it by design, R-SCHED-5, so its share is reported only).
+    for p in (a, b):
+        if p == 1:
+            continue
+        t_heal = next(t for t, _, note in samples if note == f"heal {p}")
+        base = next(cur for t, cur, note in samples if t >= t_heal)
+        back = [t for t, cur, _ in samples if t > t_heal and cur[p] - base[p] > 65536]
+        if not back or back[0] - t_heal > 1.0:
+            fail(f"plane {p} carried no data within 1 s of healing")
+        print(f"plane {p} back {back[0] - t_heal:.2f} s after healing")
+    print(f"PASS {op}: planes {a} then {b} down, no data lost, no error; loss {dropped} drops on plane 0, "
+          f"{marks} CE marks on plane 1")
+
+
+def case_all_down(d, seconds):
+    srv, cli = start(d, "write", 2.0 + seconds if seconds < 1 else 6, ["--conn-timeout", "1000"])
+    time.sleep(0.8)
+    for p in range(PLANES):
+        fabric("fail", p)
+    t_down = time.time()  # every plane black-holed from here
+    t_cli = None
+    while time.time() - t_down < seconds:
+        if t_cli is None and cli.poll() is not None:
+            t_cli = time.time()
+        time.sleep(0.02)
+    for p in range(PLANES):
+        fabric("heal", p)
+    crc, cout, cerr = finish(cli, 20)
+    t_cli = t_cli or time.time()
+    src, sout, serr = finish(srv, 10)
+    if seconds < 1:
+        if crc != 0 or src != 0:
+            fail(f"down {seconds} s < conn_timeout: exit codes client {crc} server {src}: {cerr[-600:]} {serr[-400:]}")
+        print(f"PASS all planes down {seconds} s (< conn_timeout 1 s): the transfer resumed and verified")
+        return
+    if crc != 3 or src != 3:
+        fail(f"down {seconds} s > conn_timeout: exit codes client {crc} server {src} (want 3, 3): {cerr[-400:]}")
+    for who, err in (("client", cerr), ("server", serr)):
+        if "silent" not in err:
+            fail(f"{who}'s error does not name the silence: {err[-400:]}")
+    if t_cli - t_down > 1.0 + 1.0:
+        fail(f"the client reported after {t_cli - t_down:.1f} s, beyond conn_timeout + 1 s")
+    print(f"PASS all planes down {seconds} s (> conn_timeout 1 s): both ends failed naming the silence, the client "
+          f"{t_cli - t_down:.1f} s after the outage: {cerr.strip().splitlines()[-1]}")
+
+
+def main():
+    if os.geteuid() != 0 or subprocess.run(["which", "nft"], capture_output=True).returncode != 0:
+        print("SKIP: needs root, ip netns and nft")
+        sys.exit(77)
+    try:
+        fabric("up", PLANES, 2)
+        with tempfile.TemporaryDirectory() as d:
+            if CASE[0] == "fail":
+                case_fail(d, CASE[1], int(CASE[2]), int(CASE[3]))
+            elif CASE[0] == "all-down":
+                case_all_down(d, float(CASE[1]))
+            else:
+                fail(f"unknown case {CASE}")
+    finally:
+        subprocess.run(["bash", FABRIC, "down", TAG], capture_output=True)
+
+
+main()
