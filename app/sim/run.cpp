@@ -38,6 +38,10 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
     link.capacity_bytes = f.buffer_bytes;
     link.ecn_threshold_bytes = f.ecn_bytes;
     link.overhead_bytes = f.overhead_bytes;
+    if (f.pfc) {
+        link.pfc_xoff_bytes = f.pfc_xoff_bytes;
+        link.pfc_xon_bytes = f.pfc_xon_bytes;
+    }
     std::vector<HostId> hosts;
     for (uint32_t i = 0; i < c.size(); ++i) hosts.push_back(c.host(i));
     Built b;
@@ -316,6 +320,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         r.fabric_drops += c.drops();
         r.ce_marks += c.ce_marks;
         r.max_queue_bytes = std::max(r.max_queue_bytes, c.max_queue_bytes);
+        r.pfc_pauses += c.pfc_pauses;
+        r.pfc_paused_ns += c.pfc_paused_ns;
     }
     if (built.has_planes)
         for (uint16_t p = 0; p < s.fabric.planes; ++p) r.plane_packets.push_back(plane_tx(fab, built, p) - plane_base[p]);
@@ -348,7 +354,8 @@ std::string RunResult::json(const Scenario& s) const {
     for (size_t i = 0; i < plane_packets.size(); ++i) o += (i ? ", " : "") + std::to_string(plane_packets[i]);
     o += "],\n";
     o += "  \"fabric\": {\"drops\": " + std::to_string(fabric_drops) + ", \"ce_marks\": " + std::to_string(ce_marks) +
-         ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) + "},\n";
+         ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) + ", \"pfc_pauses\": " + std::to_string(pfc_pauses) +
+         ", \"pfc_paused_us\": " + num(double(pfc_paused_ns) / 1e3) + "},\n";
     o += "  \"transport_stats\": {" + transport_stats + "},\n";
     o += "  \"wall_s\": " + num(wall_s) + "\n}\n";
     return o;

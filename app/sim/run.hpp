@@ -24,6 +24,8 @@ struct RunResult {
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
     std::string transport_stats;     // JSON members
     uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;
+    uint64_t pfc_pauses = 0;         // PFC: pauses, and link-time spent paused (all links)
+    Time pfc_paused_ns = 0;
     struct Sample {
         Time t;
         double gbps;

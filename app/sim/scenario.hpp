@@ -36,8 +36,8 @@ struct FabricSpec {
     double path_loss = 0;            // once per end-to-end traversal (the sender's first hop)
     uint32_t overhead_bytes = 42;    // Ethernet + IPv4 + UDP per datagram
     bool pfc = false;                // priority flow control (RoCEv2 runs)
-    uint64_t pfc_xoff_bytes = 256 << 10;
-    uint64_t pfc_xon_bytes = 128 << 10;
+    uint64_t pfc_xoff_bytes = 32 << 10;   // per ingress port: pause it above this
+    uint64_t pfc_xon_bytes = 16 << 10;    // ... resume it below this
 };
 
 struct RoceSpec {

@@ -62,6 +62,9 @@ Link::Link(LinkId id, const LinkConfig& cfg, uint64_t seed, Fabric* fab)
     if (cfg_.rate_bps == 0) throw std::invalid_argument("sim link rate_bps must be > 0");
     loss_threshold_ = probability_threshold(cfg_.loss);
     dup_threshold_ = probability_threshold(cfg_.duplicate);
+    pfc_served_ = cfg_.pfc_xoff_bytes != kUnlimited;
+    if (pfc_served_ && cfg_.pfc_xon_bytes >= cfg_.pfc_xoff_bytes)
+        throw std::invalid_argument("sim link pfc_xon_bytes must be below pfc_xoff_bytes");
 }
 
 void Link::set_loss(double p) noexcept {
@@ -360,6 +363,17 @@ struct Fabric::Impl {
         if (was_idle) heap_push(Event{t, key, L.id_});
     }
     void drop_in_flight(Link& L);
+    // After admission: loss, duplication and the arrival at the far end of a
+    // packet whose serialization ends at finish.
+    void put_on_wire(Link& L, uint32_t slot, Time finish);
+    // PFC (LinkConfig::pfc_xoff_bytes): admission, service one packet at a
+    // time, the downstream switch's ingress accounting and PAUSE/RESUME.
+    void pfc_admit(Link& L, uint32_t slot, uint64_t bytes, LinkId upstream);
+    void pfc_serve(Link& L);
+    void pfc_served(Link& L);
+    void pfc_ingress(LinkId upstream, int64_t delta);
+    void pfc_signal(Link& U, bool pause);
+    void pfc_drop_held(Link& L);
 
     uint32_t alloc_packet(uint32_t len) {
         const size_t cls = len ? (len - 1) / kClassBytes : 0;
@@ -511,6 +525,7 @@ void Link::set_up(bool up) noexcept {
         busy_rem_ = 0;
         last_arrival_ = 0;
         fab_->impl_->drop_in_flight(*this);
+        fab_->impl_->pfc_drop_held(*this);
     }
     cfg_.up = up;
 }
@@ -612,9 +627,19 @@ void Fabric::Impl::enqueue(uint32_t slot) {
     }
     ++L.ctr_.tx_packets;
     L.ctr_.tx_bytes += bytes;
+    if (L.pfc_served_) {
+        pfc_admit(L, slot, bytes, p->hop ? p->route[p->hop - 1] : kNoLink);
+        return;
+    }
     const Time finish = L.serialize(now, bytes);
     L.queue_.push_back(Link::QueueEntry{finish, bytes});
     L.backlog_bytes_ += bytes;
+    put_on_wire(L, slot, finish);
+}
+
+void Fabric::Impl::put_on_wire(Link& L, uint32_t slot, Time finish) {
+    WirePacket* p = &slots[slot];
+    const LinkId lid = L.id_;
     if (trace) [[unlikely]]
         trace_packet(*p, TraceEvent::Kind::enqueue, lid);
     if (draw(L.rng_, L.loss_threshold_)) {
@@ -639,6 +664,71 @@ void Fabric::Impl::enqueue(uint32_t slot) {
         if (trace) [[unlikely]]
             trace_packet(*p, TraceEvent::Kind::duplicate, lid);
         schedule_arrival(L, arrival, copy);
+    }
+}
+
+// --- PFC ----------------------------------------------------------------------
+
+void Fabric::Impl::pfc_admit(Link& L, uint32_t slot, uint64_t bytes, LinkId upstream) {
+    L.held_.push_back(Link::Held{slot, bytes, upstream});
+    L.backlog_bytes_ += bytes;
+    pfc_ingress(upstream, int64_t(bytes));
+    if (!L.serving_ && !L.paused_) pfc_serve(L);
+}
+
+void Fabric::Impl::pfc_serve(Link& L) {
+    const Link::Held h = L.held_.front();
+    L.held_.pop_front();
+    const Time finish = L.serialize(fab.now_, h.bytes);
+    L.queue_.push_back(Link::QueueEntry{finish, h.bytes});  // bytes already in the backlog
+    L.serving_ = true;
+    L.in_service_ = h;
+    put_on_wire(L, h.slot, finish);
+    fab.at(finish, [this, &L] { pfc_served(L); });
+}
+
+void Fabric::Impl::pfc_served(Link& L) {
+    L.serving_ = false;
+    L.drain(fab.now_);
+    pfc_ingress(L.in_service_.upstream, -int64_t(L.in_service_.bytes));
+    if (!L.paused_ && !L.held_.empty()) pfc_serve(L);
+}
+
+void Fabric::Impl::pfc_ingress(LinkId upstream, int64_t delta) {
+    if (upstream == kNoLink) return;
+    Link& U = *fab.links_[upstream];
+    U.ingress_bytes_ = uint64_t(int64_t(U.ingress_bytes_) + delta);
+    if (!U.pfc_served_) return;
+    if (!U.pause_wanted_ && U.ingress_bytes_ > U.cfg_.pfc_xoff_bytes) pfc_signal(U, true);
+    else if (U.pause_wanted_ && U.ingress_bytes_ < U.cfg_.pfc_xon_bytes) pfc_signal(U, false);
+}
+
+// The PAUSE (or RESUME) frame reaches the upstream transmitter one
+// propagation delay after the threshold was crossed.
+void Fabric::Impl::pfc_signal(Link& U, bool pause) {
+    U.pause_wanted_ = pause;
+    fab.at(fab.now_ + U.cfg_.delay, [this, &U] {
+        if (U.paused_ == U.pause_wanted_) return;
+        U.paused_ = U.pause_wanted_;
+        if (U.paused_) {
+            ++U.ctr_.pfc_pauses;
+            U.paused_since_ = fab.now_;
+        } else {
+            U.ctr_.pfc_paused_ns += fab.now_ - U.paused_since_;
+            if (!U.serving_ && !U.held_.empty()) pfc_serve(U);
+        }
+    });
+}
+
+void Fabric::Impl::pfc_drop_held(Link& L) {
+    while (!L.held_.empty()) {
+        const Link::Held h = L.held_.front();
+        L.held_.pop_front();
+        ++L.ctr_.drop_down;
+        if (trace) [[unlikely]]
+            trace_packet(slots[h.slot], TraceEvent::Kind::drop_down, L.id_);
+        free_packet(h.slot);
+        pfc_ingress(h.upstream, -int64_t(h.bytes));
     }
 }
 

@@ -83,6 +83,18 @@ struct LinkConfig {
     // UDP headers, 66 with FCS, preamble and inter-frame gap.
     uint32_t overhead_bytes = 0;
     bool up = true;
+    // Priority flow control for the one lossless class (RoCEv2 baselines; off
+    // by default, and off for mroce, which needs none): the switch this link
+    // feeds counts the bytes that came in over it and still wait in any of
+    // its output queues; above pfc_xoff_bytes it pauses this link, below
+    // pfc_xon_bytes it resumes it. PAUSE and RESUME take effect one
+    // propagation delay later (the frame's flight back), so the receiving
+    // queues need headroom above xoff for what is on the wire meanwhile. A
+    // link with PFC serializes one packet at a time (a service event each),
+    // so a pause stops it at the next packet boundary, and a paused link's
+    // queue backs up into the links feeding it: pauses spread upstream.
+    uint64_t pfc_xoff_bytes = kUnlimited;  // kUnlimited: no PFC on this link
+    uint64_t pfc_xon_bytes = 0;
     std::string name;
 };
 
@@ -98,6 +110,8 @@ struct LinkCounters {
     uint64_t max_queue_bytes = 0; // largest backlog an arriving packet found
     uint64_t queue_samples = 0;   // arrivals at the queue (while up)
     uint64_t queue_bytes_sum = 0; // sum of the backlog each arrival found
+    uint64_t pfc_pauses = 0;      // PFC: times this link was paused
+    Time pfc_paused_ns = 0;       // ... and for how long in all (up to the last resume)
     double mean_queue_bytes() const noexcept {
         return queue_samples ? double(queue_bytes_sum) / double(queue_samples) : 0.0;
     }
@@ -165,6 +179,7 @@ public:
     void set_rate(uint64_t bps) noexcept;
     void set_delay(Time ns) noexcept { cfg_.delay = ns; }
     void set_jitter(Time ns) noexcept { cfg_.jitter = ns; }
+    bool paused() const noexcept { return paused_; }
 
     // Bytes queued or in service at the fabric's current time.
     uint64_t queue_bytes() const noexcept;
@@ -207,6 +222,21 @@ private:
     // jitter_reorders): the fabric's event heap holds only each link's head,
     // so it stays as small as the number of busy links.
     detail::Fifo<Arrival> arrivals_;
+    // PFC (cfg_.pfc_xoff_bytes set on this link or on a link it feeds):
+    // packets admitted but not yet serializing, one at a time after the other.
+    struct Held {
+        uint32_t slot;
+        uint64_t bytes;
+        LinkId upstream;  // the link it came in on (kNoLink: from its host)
+    };
+    bool pfc_served_ = false;     // this link serializes through held_
+    detail::Fifo<Held> held_;
+    bool serving_ = false;        // a packet is serializing; its end is an event
+    Held in_service_{};
+    uint64_t ingress_bytes_ = 0;  // bytes that came in over this link, still queued downstream
+    bool pause_wanted_ = false;   // what the downstream switch last signalled
+    bool paused_ = false;         // what is in effect here
+    Time paused_since_ = 0;
 };
 
 // What a host runs, in the fabric's own unit tests (which need not link the

@@ -154,3 +154,33 @@ target = 1
     CHECK(r.jct > 300'000);     // the run outlived the outage
     CHECK(r.plane_packets[1] > r.plane_packets[0] / 4);  // back in use after it returned
 }
+
+TEST_CASE("PFC in the fabric makes the RoCEv2 baseline's incast lossless by pausing", "[mroce-sim][pfc]") {
+    Scenario s = parse_scenario(R"(
+[scenario]
+transport = roce
+[fabric]
+topology = star
+hosts = 9
+link_gbps = 100
+buffer_bytes = 1048576
+ecn_threshold_bytes = 65536
+[workload]
+kind = incast
+bytes = 2097152
+)",
+                                "roce-incast");
+    override_scenario(s, "fabric.buffer_bytes=262144");
+    const RunResult lossy = run_scenario(s);
+    override_scenario(s, "fabric.buffer_bytes=1048576");  // headroom for 8 ports' flight
+    override_scenario(s, "fabric.pfc=true");
+    const RunResult lossless = run_scenario(s);
+    REQUIRE(lossy.completed);
+    REQUIRE(lossless.completed);
+    INFO("drops " << lossy.fabric_drops << " -> " << lossless.fabric_drops << ", pauses " << lossless.pfc_pauses);
+    CHECK(lossy.fabric_drops > 0);
+    CHECK(lossy.pfc_pauses == 0);
+    CHECK(lossless.fabric_drops == 0);
+    CHECK(lossless.pfc_pauses > 0);
+    CHECK(lossless.pfc_paused_ns > 0);
+}
