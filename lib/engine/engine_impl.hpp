@@ -359,14 +359,15 @@ struct Conn {
     // whose original was placed is acknowledged again, not refused (the
     // requester's ACK was lost while the responder tore its QP down, the
     // usual end of a verbs program on a lossy fabric). Duplicates come
-    // within the CSN window's lifetime, so a few suffice.
+    // within the CSN window's lifetime; 64 covers a verbs program tearing
+    // down many QPs of one connection at once (ibv_srq_pingpong: 16).
     struct Tombstone {
         uint32_t wire_id = 0;
         uint32_t err_msg = 0;  // first message refused, when in_error
         bool in_error = false;
         bool valid = false;
     };
-    std::array<Tombstone, 8> tombstones{};
+    std::array<Tombstone, 64> tombstones{};
     uint8_t tombstone_next = 0;
 
     ConnStats st;
