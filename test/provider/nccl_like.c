@@ -90,6 +90,12 @@ static struct {
 
 static const char* g_role = "?";
 
+// C11 aligned_alloc wants the size to be a multiple of the alignment
+// (glibc tolerates other sizes, ASan does not): round it up.
+static void* alloc_aligned(size_t align, size_t size) {
+  return aligned_alloc(align, (size + align - 1) / align * align);
+}
+
 static void die(const char* what) {
   fprintf(stderr, "nccl_like %s: FAIL: %s (errno %d: %s)\n", g_role, what, errno, strerror(errno));
   exit(1);
@@ -492,8 +498,8 @@ static void connect_qps(struct side* s, const struct meta* me, const struct meta
 static int run_receiver(struct side* s, int fd, const struct meta* me, const struct meta* peer, int iters) {
   (void)me;
   const size_t slot = MAX_MSG + GUARD;
-  uint8_t* dst = aligned_alloc(4096, DST_SLOTS * slot);
-  struct cts* rec = aligned_alloc(64, sizeof(struct cts));
+  uint8_t* dst = alloc_aligned(4096, DST_SLOTS * slot);
+  struct cts* rec = alloc_aligned(64, sizeof(struct cts));
   if (!dst || !rec) die("alloc");
   memset(dst, 0, DST_SLOTS * slot);
   struct ibv_mr* dmr = reg(s, dst, DST_SLOTS * slot);
@@ -596,8 +602,8 @@ static int run_receiver(struct side* s, int fd, const struct meta* me, const str
 // ---- the sender (client) ----
 static int run_sender(struct side* s, int fd, struct cts* fifo, const struct meta* peer, int iters) {
   (void)peer;
-  uint8_t* src = aligned_alloc(4096, MAX_MSG);
-  uint8_t* back = aligned_alloc(4096, MAX_MSG + GUARD);
+  uint8_t* src = alloc_aligned(4096, MAX_MSG);
+  uint8_t* back = alloc_aligned(4096, MAX_MSG + GUARD);
   if (!src || !back) die("alloc");
   struct ibv_mr* smr = reg(s, src, MAX_MSG);
   struct ibv_mr* bmr = reg(s, back, MAX_MSG + GUARD);
@@ -739,7 +745,7 @@ int main(int argc, char** argv) {
   if (pthread_create(&async, NULL, async_thread, s.ctx)) die("pthread_create");
 
   // The sender's CTS fifo is remote-writable; the receiver has none.
-  struct cts* fifo = aligned_alloc(64, FIFO_SLOTS * sizeof(struct cts));
+  struct cts* fifo = alloc_aligned(64, FIFO_SLOTS * sizeof(struct cts));
   if (!fifo) die("alloc");
   memset(fifo, 0, FIFO_SLOTS * sizeof(struct cts));
   struct ibv_mr* fmr = host ? reg(&s, fifo, FIFO_SLOTS * sizeof(struct cts)) : NULL;
