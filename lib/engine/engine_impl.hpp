@@ -104,6 +104,7 @@ struct TxPkt {
     uint32_t imm = 0;
     uint32_t stream_idx = 0;     // local stream index (for request acks)
     uint32_t sq_slot = 0;        // send-queue slot of the request (requests only)
+    uint32_t src_key = 0;        // READ_RESP: the region its payload is read from (R-MEM-6)
     uint16_t payload_len = 0;
     uint16_t path = 0;           // path of the latest transmission
     uint32_t psn = 0;            // PSN of the latest transmission
@@ -176,6 +177,7 @@ struct RxMsg {
 // A response the responder still has segments of to hand out.
 struct RespJob {
     const uint8_t* src = nullptr;
+    uint32_t src_key = 0;         // the region src lies in (R-MEM-6)
     uint32_t msg_seq = 0;
     uint32_t len = 0;
     uint32_t next_off = 0;
@@ -596,6 +598,7 @@ struct Engine::Impl {
     [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
     void rx_ack(Conn& c, const wire::Packet& pk, Time now);
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
+    void void_read_resp(Conn& c, const wire::DataHeader& d);
     void rx_nak(Conn& c, const wire::Packet& pk);
     void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
     void answer_connect_req(Conn& c, const wire::Packet& pk, Time now);

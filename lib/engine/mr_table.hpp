@@ -46,6 +46,8 @@ public:
         return r->addr + (addr - base);
     }
 
+    bool registered(uint32_t key) const noexcept { return find(key) != nullptr; }
+
 private:
     struct Region {
         uint8_t* addr = nullptr;

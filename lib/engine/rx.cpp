@@ -620,7 +620,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     uint32_t sidx = 0;
     // R-NAK-11: a CSN the requester gave up after RNR: consumed (marked and
     // acknowledged), nothing placed, whatever its stream's state.
-    if (d.dflags & wire::kDataVoid) [[unlikely]] return Placed::ok;
+    if (d.dflags & wire::kDataVoid) [[unlikely]] {
+        if (d.opcode == Opcode::read_resp) void_read_resp(c, d);
+        return Placed::ok;
+    }
     Stream* sp = c.find_stream(d.stream_id, &sidx);
     if (!sp) [[unlikely]] {
         // R-STREAM-11: a response for a stream destroyed meanwhile: no WR
@@ -864,6 +867,7 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
         j = RespJob{};
         j.active = true;
         j.src = m.target;
+        j.src_key = m.rkey;
         j.len = m.msg_len;
         j.msg_seq = msg_seq;
         j.opcode = Opcode::read_resp;
@@ -891,6 +895,17 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
     }
     default: break;
     }
+}
+
+// R-MEM-6: the responder's region was deregistered before this segment of
+// the response left: a READ still waiting for it fails, as a NAK
+// rem_access_err would fail it; one already complete ignores it.
+void Engine::Impl::void_read_resp(Conn& c, const wire::DataHeader& d) {
+    Stream* s = c.find_stream(d.stream_id);
+    if (!s) return;
+    const SendWqe& w = s->sq[d.msg_seq & s->sq_mask];
+    if (!w.active || w.msg_seq != d.msg_seq || w.done || w.opcode != Opcode::read_req) return;
+    stream_error(c, *s, d.msg_seq, WcStatus::rem_access_err);
 }
 
 void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {

@@ -406,6 +406,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
                 t.offset = j.next_off;
                 t.payload_len = uint16_t(std::min<uint32_t>(c.seg, j.len - j.next_off));
                 t.payload = j.src + j.next_off;
+                t.src_key = j.src_key;
                 j.next_off += t.payload_len;
                 if (j.next_off >= j.len) j.active = false;
             }
@@ -440,6 +441,17 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     t.psn = psn;
     t.state = CsnState::inflight;
     t.sent_before = true;
+    // R-MEM-6: a response is read from the responder's memory at each
+    // transmission; once its region is deregistered (the application may
+    // have freed it) the rest goes void: no payload, nothing read.
+    if (t.src_key && !mrs.registered(t.src_key)) [[unlikely]] {
+        t.src_key = 0;
+        t.payload = nullptr;
+        t.payload_len = 0;
+        t.msg_len = 0;  // an empty packet is consistent only for a 0-byte message (R-WIRE-7)
+        t.offset = 0;
+        t.dflags |= wire::kDataVoid;
+    }
 
     const uint8_t dflags = uint8_t(t.dflags | (retransmit ? wire::kDataRetransmit : 0));
     const uint32_t ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo

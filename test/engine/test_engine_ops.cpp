@@ -5,6 +5,7 @@
 // R-DATA-*, R-SEND-*, R-READ-*, R-ATOMIC-*, R-CMPL-*).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -297,4 +298,105 @@ TEST_CASE("two-span datagrams: every op placed byte-exact at every split offset"
     CHECK(f.b.eng.stats().rx_decode_errors == 0);
     CHECK(f.a.eng.stats().rx_decode_errors == 0);
     if (deferred) CHECK(f.b.eng.stats().place_jobs > 2 * kSeg);
+}
+
+// R-MEM-6: a READ's source region deregistered (and freed) by the responder
+// while segments of its response may still be resent. Before the rule the
+// responder kept resending from the freed memory (ASan: heap-use-after-free
+// in verbs-nccl-like at 1% loss, the CI's ASan build).
+namespace {
+struct ReadAfterDereg {
+    Fixture f;
+    std::vector<uint8_t> src = std::vector<uint8_t>(64 * 1024);
+    MrInfo smr{};
+    uint64_t after_dereg_from_src = 0;  // B's packets reading src after its deregistration
+    uint64_t void_resps = 0;
+    bool deregistered = false;
+    ReadAfterDereg() {
+        fill(src, 0, src.size(), 5);
+        REQUIRE(f.b.eng.register_mr(f.b.pd, src.data(), src.size(), kAccessRemoteRead, smr) == Status::ok);
+    }
+    static bool from_src(const TxPacket& p, const std::vector<uint8_t>& v) {
+        return p.payload_len && p.payload >= v.data() && p.payload < v.data() + v.size();
+    }
+    static bool is_ack(const TxPacket& p) { return p.hdr[1] == uint8_t(wire::PacketType::ack); }
+    static bool is_void_resp(const TxPacket& p) {
+        return p.hdr[1] == uint8_t(wire::PacketType::data) && p.hdr[24] == uint8_t(wire::Opcode::read_resp) &&
+               (p.hdr[25] & wire::kDataVoid) && p.payload_len == 0;
+    }
+    void watch(int from, const TxPacket& p) {
+        if (from != 1) return;
+        if (deregistered && from_src(p, src)) ++after_dereg_from_src;
+        if (is_void_resp(p)) ++void_resps;
+    }
+    void post_read() {
+        SendWr rd;
+        rd.wr_id = 9;
+        rd.op = OpKind::read;
+        rd.local_addr = f.a.addr(0);
+        rd.length = uint32_t(src.size());
+        rd.lkey = f.a.mr.lkey;
+        rd.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data()));
+        rd.rkey = smr.rkey;
+        REQUIRE(f.a.eng.post_send(f.ca, 7, rd) == Status::ok);
+    }
+    void deregister() {
+        REQUIRE(f.b.eng.deregister_mr(smr.lkey) == Status::ok);
+        deregistered = true;
+        std::fill(src.begin(), src.end(), uint8_t(0xEE));  // what a freed buffer may hold
+    }
+};
+}  // namespace
+
+TEST_CASE("R-MEM-6: the requester has the whole READ, its ACKs are lost, the responder deregisters the source",
+          "[engine][read][mem]") {
+    ReadAfterDereg t;
+    // Every ACK from the requester is lost: the responder keeps resending.
+    t.f.link.drop_if = [&](int from, const TxPacket& p) {
+        t.watch(from, p);
+        return from == 0 && ReadAfterDereg::is_ack(p);
+    };
+    t.post_read();
+    auto c = t.f.wait(t.f.a, 1);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].status == WcStatus::success);
+    std::vector<uint8_t> want(t.src);
+    CHECK(std::memcmp(t.f.a.mem.data(), want.data(), want.size()) == 0);
+    t.deregister();
+    t.f.link.run([] { return false; }, 50'000'000);  // 50 ms of resends
+    CHECK(t.after_dereg_from_src == 0);
+    CHECK(t.void_resps > 0);
+    // The requester's READ stays a success and its bytes as placed.
+    CHECK(std::memcmp(t.f.a.mem.data(), want.data(), want.size()) == 0);
+    CHECK(t.f.a.eng.poll_cq(t.f.a.cq, c.data(), 1) == 0);
+}
+
+TEST_CASE("R-MEM-6: the responder deregisters the source while a segment of the READ is still missing",
+          "[engine][read][mem]") {
+    ReadAfterDereg t;
+    bool lost_once = false;
+    uint64_t resp_sent = 0;
+    // The last segment's first transmission is lost; the responder deregisters
+    // as soon as every segment has left once.
+    t.f.link.drop_if = [&](int from, const TxPacket& p) {
+        t.watch(from, p);
+        if (from != 1 || p.hdr[1] != uint8_t(wire::PacketType::data) ||
+            p.hdr[24] != uint8_t(wire::Opcode::read_resp) || p.payload_len == 0)
+            return false;
+        ++resp_sent;
+        if (!lost_once && p.payload + p.payload_len == t.src.data() + t.src.size()) {
+            lost_once = true;
+            return true;
+        }
+        return false;
+    };
+    t.post_read();
+    REQUIRE(t.f.link.run([&] { return lost_once; }, 1'000'000'000));
+    t.deregister();
+    auto c = t.f.wait(t.f.a, 1);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].wr_id == 9);
+    CHECK(c[0].status == WcStatus::rem_access_err);  // not success, not a hang
+    CHECK(t.after_dereg_from_src == 0);
+    CHECK(t.void_resps > 0);
 }
