@@ -5,6 +5,7 @@
 // receive queues (doc/verbs.md), and every other public libibverbs call:
 // those mroce has no meaning for fail on mroce's objects with a documented
 // errno, and go to the real library for a real device's.
+#include <fcntl.h>
 #include <poll.h>
 
 #include <cstring>
@@ -208,6 +209,10 @@ MROCE_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
     }
     ch->ch.context = ctx;
     ch->ch.fd = ch->cc->fd();
+    // Blocking, as rdma-core's channel fd: O_NONBLOCK is the program's to set
+    // (ibv_get_cq_event then answers EAGAIN).
+    const int fl = ::fcntl(ch->ch.fd, F_GETFL);
+    if (fl >= 0) (void)::fcntl(ch->ch.fd, F_SETFL, fl & ~O_NONBLOCK);
     ch->ch.refcnt = 0;
     return &ch->ch;
 }
@@ -306,8 +311,15 @@ MROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_c
     for (;;) {
         uint32_t id = 0;
         if (!channel_of(ch)->cc->get_event(id, 0)) {
-            // As rdma-core's read() of the channel: a signal ends the wait
-            // with -1 (qperf stops its test from a SIGALRM handler this way).
+            // As rdma-core's read() of the channel: O_NONBLOCK on its fd
+            // (programs that epoll it set that) gives -1 with EAGAIN ...
+            const int fl = ::fcntl(ch->fd, F_GETFL);
+            if (fl >= 0 && (fl & O_NONBLOCK)) {
+                errno = EAGAIN;
+                return -1;
+            }
+            // ... and a signal ends the wait with -1 (qperf stops its test
+            // from a SIGALRM handler this way).
             pollfd p{ch->fd, POLLIN, 0};
             if (::poll(&p, 1, -1) < 0 && errno == EINTR) return -1;
             continue;

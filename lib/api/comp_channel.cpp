@@ -40,7 +40,11 @@ void CompletionChannel::post(uint32_t cq, uint32_t n) {
 
 bool CompletionChannel::take(uint32_t& cq) {
     uint64_t v = 0;
-    if (::read(fd_, &v, sizeof v) != ssize_t(sizeof v)) return false;  // EAGAIN: none waits
+    // Never blocks, whatever O_NONBLOCK the fd has: the verbs provider hands
+    // it out blocking, as rdma-core does, and a program may change it.
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if (::read(fd_, &v, sizeof v) != ssize_t(sizeof v)) return false;  // EAGAIN: another took it
     {
         std::lock_guard<std::mutex> g(mu_);
         cq = q_.front();

@@ -11,7 +11,9 @@
 // events, SRQ limit events, a dead peer's QP_FATAL, and the errors verbs
 // promises for what mroce does not offer.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -536,9 +538,22 @@ TEST_CASE("CQ events through a completion channel; SRQ limit as an async event",
     put(pr.fd, s.ep(q));
     Side::connect(q, r);
     REQUIRE(ibv_req_notify_cq(s.cq, 0) == 0);
-    put(pr.fd, 4);  // four SENDs: posted entries 8 -> 4, below the limit of 5
     ibv_cq* ev_cq = nullptr;
     void* ev_ctx = nullptr;
+    // O_NONBLOCK on the channel's and the async fd (set by programs that
+    // epoll them): no event yet gives -1 with EAGAIN, as rdma-core's read().
+    const int chfl = fcntl(s.ch->fd, F_GETFL);
+    REQUIRE(fcntl(s.ch->fd, F_SETFL, chfl | O_NONBLOCK) == 0);
+    REQUIRE(fcntl(s.ctx->async_fd, F_SETFL, fcntl(s.ctx->async_fd, F_GETFL) | O_NONBLOCK) == 0);
+    errno = 0;
+    CHECK(ibv_get_cq_event(s.ch, &ev_cq, &ev_ctx) == -1);
+    CHECK(errno == EAGAIN);
+    ibv_async_event none{};
+    errno = 0;
+    CHECK(ibv_get_async_event(s.ctx, &none) == -1);
+    CHECK(errno == EAGAIN);
+    REQUIRE(fcntl(s.ch->fd, F_SETFL, chfl) == 0);  // the CQ event below blocks
+    put(pr.fd, 4);  // four SENDs: posted entries 8 -> 4, below the limit of 5
     REQUIRE(ibv_get_cq_event(s.ch, &ev_cq, &ev_ctx) == 0);
     CHECK(ev_cq == s.cq);
     CHECK(ev_ctx == &s);
@@ -552,6 +567,8 @@ TEST_CASE("CQ events through a completion channel; SRQ limit as an async event",
         CHECK(wc[i].byte_len == 64);
     }
     ibv_async_event ae{};
+    pollfd ap{s.ctx->async_fd, POLLIN, 0};  // the async fd, still non-blocking, polled as programs do
+    REQUIRE(poll(&ap, 1, 10000) == 1);
     REQUIRE(ibv_get_async_event(s.ctx, &ae) == 0);
     CHECK(ae.event_type == IBV_EVENT_SRQ_LIMIT_REACHED);
     CHECK(ae.element.srq == srq);
