@@ -57,6 +57,12 @@ struct ProcSide {
     // PipelineLoop on the main lcore, the copies on the next EAL lcore and
     // the CC core on the one after (eal_args must give both).
     bool pipeline = false;
+    // memif server: close the port only once the client's disconnect has
+    // been handled (link down), or 5 s passed. DPDK 22.11's memif handles a
+    // disconnect on the EAL interrupt thread; arriving while this process
+    // closes the same port, it read a freed interrupt handle (SEGV in
+    // librte_eal from net_memif's handler, the CI's ASan build).
+    bool close_after_peer = false;
 };
 
 template <class Loop, class Outstanding>
@@ -101,6 +107,20 @@ inline int run_proc_side(const ProcSide& ps) {
         c.pools.ext_mbufs = need.ext_mbufs;
         if (ps.rx_data_room) c.pools.rx_data_room = ps.rx_data_room;
         dpdk::DpdkPort dp(c);
+        // Declared after the port, so it runs before the port closes.
+        struct PeerCloseWait {
+            uint16_t port;
+            bool on;
+            ~PeerCloseWait() {
+                const auto until = Clock::now() + std::chrono::seconds(5);
+                rte_eth_link l{};
+                while (on && Clock::now() < until) {
+                    rte_eth_link_get_nowait(port, &l);
+                    if (!l.link_status) break;
+                    ::usleep(1000);
+                }
+            }
+        } peer_close_wait{port, ps.close_after_peer};
 
         const auto deadline = Clock::now() + std::chrono::seconds(ps.seconds);
         rte_eth_link link{};

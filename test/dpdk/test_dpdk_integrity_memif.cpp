@@ -67,6 +67,7 @@ void run_memif(double loss, uint64_t seed, bool pipeline) {
         ps.mem_b = mem.b;
         ps.seconds = 40;
         ps.pipeline = pipeline;
+        ps.close_after_peer = server;
         return ps;
     };
     const pid_t srv = fork_side(side(true));
