@@ -388,6 +388,13 @@ RxPkt Peer::wait(const Pred& p, uint64_t timeout_ns, const std::string& what) {
     return *r;
 }
 
+Pred answer_from(const Peer& p) {
+    const uint32_t conn = p.my_conn, cookie = p.mine.cookie;
+    return [conn, cookie](const RxPkt& r) {
+        return !(r.is(PacketType::connect_ack) && r.pk.common.dst_conn == conn && r.pk.connect.cookie == cookie);
+    };
+}
+
 void Peer::quiet(const Pred& p, uint64_t window_ns, const std::string& what) {
     auto r = poll(p, window_ns);
     if (r) fail(what, r->str());

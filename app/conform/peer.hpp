@@ -157,6 +157,12 @@ private:
     std::deque<RxPkt> backlog_;
 };
 
+// Any packet but a repeat of p's handshake CONNECT_ACK: under load p resends
+// its CONNECT_REQ when the first answer takes over 20 ms, and the IUT answers
+// each (R-CONN-4); such an answer may land in a later quiet window, where it
+// answers nothing the test sent.
+Pred answer_from(const Peer& p);
+
 // Predicates.
 Pred is_type(wire::PacketType t);
 Pred is_data();

@@ -206,7 +206,7 @@ CONFORM_TEST(disconnect_by_peer, "R-CONN-9:passive R-CONN-10 R-ERR-2 R-CONN-13",
     b = e.p().build(d, s, false);
     b[7] ^= 0x40;
     e.p().send_raw(b);
-    e.p().quiet(any_pkt(), 20 * kMs, "no answer to DATA with a wrong connection id");
+    e.p().quiet(answer_from(e.p()), 20 * kMs, "no answer to DATA with a wrong connection id");
     check_eq(counter(t.ctl, "rx_unknown_conn") - u0, uint64_t(2), "rx_unknown_conn");
     const Answer early = t.ctl.try_call("release " + std::to_string(e.conn));
     check(!early.ok && early.status() == "bad_state", "release of an established connection refused bad_state", early.line);
@@ -217,12 +217,12 @@ CONFORM_TEST(disconnect_by_peer, "R-CONN-9:passive R-CONN-10 R-ERR-2 R-CONN-13",
     check_wc(e.completions(1)[0], 3, "wr_flush_err", "the posted receive");
     const uint64_t u1 = counter(t.ctl, "rx_unknown_conn");
     e.p().send(d);
-    e.p().quiet(any_pkt(), 20 * kMs, "no answer to DATA for a closed connection");
+    e.p().quiet(answer_from(e.p()), 20 * kMs, "no answer to DATA for a closed connection");
     t.ctl.call("release " + std::to_string(e.conn));
     const Answer gone = t.ctl.try_call("conn_state " + std::to_string(e.conn));
     check(!gone.ok, "a released connection is gone", gone.line);
     e.p().send(d);
-    e.p().quiet(any_pkt(), 20 * kMs, "no answer to DATA for a released connection");
+    e.p().quiet(answer_from(e.p()), 20 * kMs, "no answer to DATA for a released connection");
     check_eq(counter(t.ctl, "rx_unknown_conn") - u1, uint64_t(2), "rx_unknown_conn");
 }
 

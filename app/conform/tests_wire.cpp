@@ -58,7 +58,7 @@ CONFORM_TEST(decode_truncated, "R-WIRE-3 R-ERR-1 R-ERR-3 R-ERR-4",
     std::vector<uint8_t> ack(wire::kAckLen);
     wire::encode_ack(ack, c, wire::AckHeader{});
     e.p().send_raw(std::span(ack.data(), 71));
-    e.p().quiet(anything(), 40 * kMs, "no answer to a truncated datagram (R-ERR-3)");
+    e.p().quiet(answer_from(e.p()), 40 * kMs, "no answer to a truncated datagram (R-ERR-3)");
     const auto d = delta(before, t.ctl.counters());
     check_delta(d, "rx_truncated", 4);
     check_delta(d, "rx_decode_errors", 4);
@@ -99,7 +99,7 @@ CONFORM_TEST(decode_bad_version_type_opcode, "R-WIRE-4 R-WIRE-11 R-ERR-1 R-ERR-3
     wire::encode_nak(nak, c, n);
     nak[25] = 0;
     e.p().send_raw(nak);
-    e.p().quiet(anything(), 40 * kMs, "no answer to a datagram of another version, type or opcode");
+    e.p().quiet(answer_from(e.p()), 40 * kMs, "no answer to a datagram of another version, type or opcode");
     const auto d = delta(before, t.ctl.counters());
     check_delta(d, "rx_bad_version", 3);
     check_delta(d, "rx_bad_type", 7);  // bad_opcode is counted with bad_type (R-ERR-1)
@@ -141,7 +141,7 @@ CONFORM_TEST(decode_error_order, "R-WIRE-9",
     g[39] = 4;  // msg_len 4 < payload 16
     g.push_back(0);
     e.p().send_raw(g);
-    e.p().quiet(anything(), 40 * kMs, "no answer to a malformed datagram");
+    e.p().quiet(answer_from(e.p()), 40 * kMs, "no answer to a malformed datagram");
     const auto d = delta(before, t.ctl.counters());
     check_delta(d, "rx_bad_version", 1);
     check_delta(d, "rx_bad_type", 2);
@@ -163,7 +163,7 @@ CONFORM_TEST(decode_connection_ids, "R-WIRE-5",
     auto b = full;
     std::memset(b.data() + 8, 0, 4);
     e.p().send_raw(b);
-    e.p().quiet(anything(), 30 * kMs, "no answer to DATA with a zero connection id");
+    e.p().quiet(answer_from(e.p()), 30 * kMs, "no answer to DATA with a zero connection id");
     const auto d = delta(before, t.ctl.counters());
     check_delta(d, "rx_inconsistent", 2);
     accepted(e, full, s, 0, 16);
@@ -197,7 +197,7 @@ CONFORM_TEST(decode_oversized_and_large_payload, "R-WIRE-6 R-ERR-1",
     c.src_conn = e.p().my_conn;
     wire::encode_ack(ack, c, wire::AckHeader{});
     e.p().send_raw(ack);
-    e.p().quiet(anything(), 30 * kMs, "no answer to an oversized datagram");
+    e.p().quiet(answer_from(e.p()), 30 * kMs, "no answer to an oversized datagram");
     const auto d = delta(before, t.ctl.counters());
     check_delta(d, "rx_oversized", 3);
     // 9000 bytes in one segment although we announced max_payload 1024 and the IUT 1024.
@@ -293,7 +293,7 @@ CONFORM_TEST(decode_inconsistent_fields, "R-WIRE-7 R-ATOMIC-1 R-CONN-3 R-PATH-5:
         q.send_raw(q.connect_req(conns[i]));
         ++n;
     }
-    e.p().quiet(anything(), 40 * kMs, "no answer to an inconsistent packet");
+    e.p().quiet(answer_from(e.p()), 40 * kMs, "no answer to an inconsistent packet");
     q.quiet(anything(), 5 * kMs, "no CONNECT_ACK to a CONNECT_REQ with a field out of range");
     const auto d = delta(before, t.ctl.counters());
     check_delta(d, "rx_inconsistent", uint64_t(n));
