@@ -29,7 +29,22 @@ struct RunResult {
     struct Sample {
         Time t;
         double gbps;
+        std::vector<double> group_gbps;  // wire Gbit/s into each plane/path (its first-hop links)
+        double jain = 0;                 // incast: over the senders' bytes placed in this sample
     };
+    // Per plane (planes topology), parallel path (pair) or the whole fabric
+    // (star): every link of it, both directions.
+    struct GroupStats {
+        uint64_t tx_packets = 0, drop_queue = 0, drop_loss = 0, drop_down = 0, ce_marks = 0;
+        uint64_t max_queue_bytes = 0;
+        double mean_queue_bytes = 0;  // backlog arrivals found, averaged over every arrival at its links
+    };
+    std::string group_kind;
+    std::vector<GroupStats> groups;
+    Time base_rtt = 0;               // one full data packet out, a header-only ack back, unloaded
+    // incast: Jain index over the senders' bytes placed from 2 base RTTs
+    // after the start to the first sender's completion (all still sending).
+    double jain_from_2rtt = 0;
     // Per plane: data crossing its host links since its last plane_up event
     // (since the start if none): a recovered plane is used again.
     std::vector<uint64_t> plane_packets;
