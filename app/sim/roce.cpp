@@ -213,7 +213,10 @@ size_t RoceEndpoint::tx_burst(TxPacket* out, size_t max, Time now) {
     auto put = [&](uint32_t peer, uint16_t entropy, const Header& h, uint32_t payload, bool ect) {
         TxPacket& t = out[n++];
         t.peer = peer;
-        t.path = 0;
+        // The QP's NIC port: on a multi-plane fabric (one port per plane,
+        // plane = path mod planes) each QP is bound to one port, the QPs
+        // spread over them by their entropy, as RDMA-CM binds a QP to a port.
+        t.path = uint16_t(entropy >> 8);
         t.entropy = entropy;
         t.hdr_len = sizeof h;
         t.ect = ect ? 1 : 0;

@@ -374,6 +374,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     if (incast) conn_prev = conn_bytes();
     const Time at_2rtt = start + 2 * r.base_rtt;
     Time next_sample = s.sample_interval ? start + s.sample_interval : kNever;
+    Time last_sample = start;
     wl->start(*cluster);
     std::vector<Done> done;
     auto last_print = std::chrono::steady_clock::now();
@@ -393,10 +394,13 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         if (fab.now() >= next_sample) {
             uint64_t rx = 0;
             for (uint32_t i = 0; i < n; ++i) rx += cluster->rx_bytes(i);
-            RunResult::Sample x{fab.now() - start, double(rx - rx_prev) * 8.0 / double(s.sample_interval), {}, 0};
+            // Over the time since the last sample (slices need not divide sample_us).
+            const double dt = double(fab.now() - last_sample);
+            last_sample = fab.now();
+            RunResult::Sample x{fab.now() - start, double(rx - rx_prev) * 8.0 / dt, {}, 0};
             for (size_t g = 0; g < built.group_tx.size(); ++g) {
                 const uint64_t b = group_tx_bytes(fab, built.group_tx[g]);
-                x.group_gbps.push_back(double(b - grp_prev[g]) * 8.0 / double(s.sample_interval));
+                x.group_gbps.push_back(double(b - grp_prev[g]) * 8.0 / dt);
                 grp_prev[g] = b;
             }
             if (incast) {
@@ -406,7 +410,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
             }
             r.series.push_back(std::move(x));
             rx_prev = rx;
-            next_sample += s.sample_interval;
+            while (next_sample <= fab.now()) next_sample += s.sample_interval;
         }
         if (progress) {
             const auto now = std::chrono::steady_clock::now();
@@ -441,6 +445,13 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         r.pfc_pauses += c.pfc_pauses;
         r.pfc_paused_ns += c.pfc_paused_ns;
     }
+    // A host's own first-hop link is its NIC's queue (pair: the links are the whole path).
+    std::vector<bool> nic(fab.num_links(), false);
+    if (s.fabric.topology != TopologyKind::pair)
+        for (const auto& links : built.host_links)
+            for (LinkId l : links) nic[l] = true;
+    for (LinkId l = 0; l < fab.num_links(); ++l)
+        if (!nic[l]) r.switch_max_queue_bytes = std::max(r.switch_max_queue_bytes, fab.link(l).counters().max_queue_bytes);
     r.group_kind = built.group_kind;
     for (const auto& g : built.groups) {
         RunResult::GroupStats gs;
@@ -452,6 +463,10 @@ RunResult run_scenario(const Scenario& s, bool progress) {
             gs.drop_loss += c.drop_loss;
             gs.drop_down += c.drop_down;
             gs.ce_marks += c.ce_marks;
+            if (nic[l]) {
+                gs.nic_max_queue_bytes = std::max(gs.nic_max_queue_bytes, c.max_queue_bytes);
+                continue;
+            }
             gs.max_queue_bytes = std::max(gs.max_queue_bytes, c.max_queue_bytes);
             samples += c.queue_samples;
             sum += c.queue_bytes_sum;
@@ -491,7 +506,8 @@ std::string RunResult::json(const Scenario& s) const {
     for (size_t i = 0; i < plane_packets.size(); ++i) o += (i ? ", " : "") + std::to_string(plane_packets[i]);
     o += "],\n";
     o += "  \"fabric\": {\"drops\": " + std::to_string(fabric_drops) + ", \"ce_marks\": " + std::to_string(ce_marks) +
-         ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) + ", \"pfc_pauses\": " + std::to_string(pfc_pauses) +
+         ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) +
+         ", \"switch_max_queue_bytes\": " + std::to_string(switch_max_queue_bytes) + ", \"pfc_pauses\": " + std::to_string(pfc_pauses) +
          ", \"pfc_paused_us\": " + num(double(pfc_paused_ns) / 1e3) + "},\n";
     o += "  \"per_" + group_kind + "\": [";
     for (size_t i = 0; i < groups.size(); ++i) {
@@ -500,6 +516,7 @@ std::string RunResult::json(const Scenario& s) const {
              ", \"tx_packets\": " + std::to_string(g.tx_packets) + ", \"drop_queue\": " + std::to_string(g.drop_queue) +
              ", \"drop_loss\": " + std::to_string(g.drop_loss) + ", \"drop_down\": " + std::to_string(g.drop_down) +
              ", \"ce_marks\": " + std::to_string(g.ce_marks) + ", \"max_queue_bytes\": " + std::to_string(g.max_queue_bytes) +
+             ", \"nic_max_queue_bytes\": " + std::to_string(g.nic_max_queue_bytes) +
              ", \"mean_queue_bytes\": " + num(g.mean_queue_bytes) + "}";
     }
     o += "],\n";

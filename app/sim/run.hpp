@@ -24,6 +24,7 @@ struct RunResult {
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
     std::string transport_stats;     // JSON members
     uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;
+    uint64_t switch_max_queue_bytes = 0;  // max_queue_bytes without the hosts' own links (NIC queues)
     uint64_t pfc_pauses = 0;         // PFC: pauses, and link-time spent paused (all links)
     Time pfc_paused_ns = 0;
     struct Sample {
@@ -36,8 +37,9 @@ struct RunResult {
     // (star): every link of it, both directions.
     struct GroupStats {
         uint64_t tx_packets = 0, drop_queue = 0, drop_loss = 0, drop_down = 0, ce_marks = 0;
-        uint64_t max_queue_bytes = 0;
-        double mean_queue_bytes = 0;  // backlog arrivals found, averaged over every arrival at its links
+        uint64_t max_queue_bytes = 0;     // switch ports (hosts' own links, their NIC queues, apart)
+        uint64_t nic_max_queue_bytes = 0; // hosts' own first-hop links: what the NICs held
+        double mean_queue_bytes = 0;      // backlog arrivals found at its switch ports, averaged over arrivals
     };
     std::string group_kind;
     std::vector<GroupStats> groups;
