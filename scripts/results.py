@@ -178,6 +178,23 @@ def table_c():
     print(f"| plane {target} carries traffic again (>= 10% of the others' wire rate) | "
           f"{'never' if back is None else f'{back - t_up:.0f} us after its return'} | |")
     print(f"| packets per plane since plane {target} returned | {', '.join(map(str, pk))} | reused |")
+    # The baseline on the same fabric and events: one QP per host pair, bound to one port (plane).
+    rcsv = os.path.join(a.csv_dir, f"plane-failure-{a.c_hosts}-roce.csv")
+    r = run(conf, [f"fabric.hosts={a.c_hosts}", f"fabric.link_gbps={a.gbps}", "scenario.transport=roce"], rcsv)
+    rrows = [{k: float(v) for k, v in x.items()} for x in csv.DictReader(open(rcsv))]
+
+    def mean(lo, hi):
+        v = [x["aggregate_gbps"] for x in rrows if lo < x["time_us"] <= hi]
+        return sum(v) / len(v) if v else 0.0
+    rb, ro = mean(100, t_down), mean(t_down, t_up)
+    print(f"\nRoCEv2 on the same fabric and events (one QP per host pair, bound to one port, so one plane, by its "
+          f"UDP source port): goodput {rb:.0f} Gbit/s before ({rb / (a.c_hosts * planes * a.gbps):.3f} of the "
+          f"{planes} planes' line: a QP uses one port), {ro:.0f} Gbit/s during the outage ({ro / rb:.3f} of before: "
+          f"the QPs on plane {target} stop until it returns and their 1 ms timeout resends); "
+          f"{r['failed_ops']} failed operations; {r['transport_stats']['timeouts']} timeouts, "
+          f"{r['fabric']['drops']} drops; operations complete at p50 {r['op_completion_us']['p50']:.0f} us, "
+          f"max {r['op_completion_us']['max']:.0f} us (mroce: p50 {d['op_completion_us']['p50']:.0f}, "
+          f"max {d['op_completion_us']['max']:.0f} us). CSV: `{rcsv}`.")
     print(f"\nGoodput over time: `{csv_path}` (time_us, aggregate_gbps, each plane's wire Gbit/s at the hosts' first hop).")
     try:
         import matplotlib
