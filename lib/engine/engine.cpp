@@ -347,6 +347,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
+    c->tnode.conn = c;
     c->st.peer = peer;
     c->st.num_paths = cfg.num_paths;
     conns[idx] = c;
@@ -358,7 +359,7 @@ void Engine::Impl::free_conn(Conn* c) {
     const uint32_t idx = c->idx;
     fair.remove_sender(c->fair_idx);
     if (c->in_ready) std::erase(ready, idx);
-    if (c->in_timed) std::erase(timed, idx);
+    wheel.cancel(c->tnode);
     conns[idx] = nullptr;
     conn_ids.remove(c->id);
     delete c;

@@ -16,6 +16,7 @@
 #include "ring.hpp"
 #include "sack_window.hpp"
 #include "sg_list.hpp"
+#include "timer_wheel.hpp"
 
 namespace mroce {
 
@@ -304,7 +305,15 @@ struct Conn {
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
     uint32_t entropy_rng = 0;      // draws re-routed paths' entropies (new_entropy)
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
-    bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
+    bool in_timed = false;         // on Engine::Impl::wheel (tnode scheduled), or its timers being run
+    // The connection's place on the timing wheel: due at the earliest of its
+    // timers (RTO, tail probe, connect/disconnect retry, RNR, probe, silence)
+    // and, while parked off the ready list by its pacer, its release time.
+    struct TimerNode : TimerWheel::Node {
+        Conn* conn = nullptr;
+    } tnode;
+    Time timer_due = ~Time(0);     // earliest armed timer not yet looked at (conn_timers)
+    Time pacer_due = ~Time(0);     // parked by the pacer until then
     bool unclaimed = false;        // accepted (R-CONN-8) and not yet returned by a connect() (R-CONN-14)
 
     // sender CSN space (R-CSN-1)
@@ -481,12 +490,18 @@ struct Engine::Impl {
     Time next_hint_update = 0;
     uint32_t rr_conn = 0;
     // Connection indices that tx_burst, next_deadline and tx_pending visit
-    // (ready) and that timers visit (timed), so an idle connection costs
-    // nothing per burst. Every input that can give a connection work (a
-    // packet for it, an API call on it, a finished placement, a timer)
-    // wakes it onto both; a pass drops those that have nothing left.
+    // (ready), so an idle connection costs nothing per burst, nor does one
+    // that cannot send now: a pass drops those with nothing left and parks
+    // those whose data is held by a window (an ACK wakes them) or by the
+    // pacer (the wheel wakes them at its release time). Every input that can
+    // give a connection work (a packet for it, an API call on it, a finished
+    // placement, a timer) wakes it onto ready and, if it has no timer
+    // scheduled, onto the wheel at once, so its timers are looked at.
     std::vector<uint32_t> ready;
-    std::vector<uint32_t> timed;
+    // Timers (doc/architecture.md, "Timers and the ready list"): one node per
+    // connection on a hierarchical wheel, O(1) to arm and to fire, so a timer
+    // pass visits only the connections with a timer due.
+    TimerWheel wheel;
     static constexpr uint32_t kGone = 0xffffffffu;  // a dropped entry, compacted after the pass
     // deferred placement: records [pend_head, pend_tail) (token = position),
     // jobs [job_head, job_tail) not yet taken by the driver
@@ -535,8 +550,33 @@ struct Engine::Impl {
         }
         if (!c.in_timed) {
             c.in_timed = true;
-            timed.push_back(idx);
+            // Its timers are looked at in the next timer pass (as any due
+            // node's): the node is due now, but next_timer stays, so a wake
+            // alone (an API call) never makes the engine's deadline now.
+            c.timer_due = last_now;
+            wheel.schedule(c.tnode, last_now);
         }
+    }
+    // A timer of c due at t: the connection's wheel node moves earlier if
+    // needed (O(1)); a later t is found when the node fires and the
+    // connection's timers are looked at again (conn_timers).
+    void arm(Conn& c, Time t) {
+        if (t < c.timer_due) c.timer_due = t;
+        place_node(c, t);
+    }
+    // Parked off the ready list by its pacer until t: the node fires then
+    // only to put it back on the ready list (its timers are not looked at
+    // unless one of them is due too).
+    void park_paced(Conn& c, Time t) {
+        c.pacer_due = t;
+        place_node(c, t);
+    }
+    void place_node(Conn& c, Time t) {
+        if (!c.tnode.linked() || t < c.tnode.due) {
+            wheel.schedule(c.tnode, t);
+            c.in_timed = true;
+        }
+        if (t < next_timer) next_timer = t;
     }
     static bool wants_tx(const Conn& c) {
         return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing ||
@@ -544,6 +584,8 @@ struct Engine::Impl {
     }
     static bool wants_timer(const Conn& c);
     static void compact(std::vector<uint32_t>& v) { std::erase(v, kGone); }
+    // Looks at every timer of c (fired on the wheel); returns its next.
+    Time conn_timers(Conn& c, Time now);
     void free_conn(Conn* c);
     bool resolve_list(std::vector<LocalSeg>& table, uint32_t slot, uint32_t max_sge, const Sge* sg, uint32_t n,
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);

@@ -1026,7 +1026,7 @@ void Engine::Impl::rx_rnr_nak(Conn& c, const wire::NakHeader& n) {
         t.state = CsnState::rnr_wait;
         const Time due = last_now + cfg.rnr_delay;
         c.rnr.push(Conn::RnrWait{t.csn, due});  // sized to the CSN window: never full
-        next_timer = std::min(next_timer, due);
+        arm(c, due);
     };
     if (t.stream_idx == kOrphanStream) {
         abandon(c, t);  // R-STREAM-11: no WR waits for it; its CSN still has to reach the peer

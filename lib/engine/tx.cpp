@@ -48,6 +48,8 @@ static TxPkt request_pkt(const Stream& s, const SendWqe& w, const TxJob& job) {
 using wire::Opcode;
 
 static constexpr Time kNever = std::numeric_limits<Time>::max();
+// Packets a connection parked by its pacer may send when it is woken (tx).
+static constexpr uint32_t kPacedBatch = 4;
 
 // R-TIMER-3: the effective RTO doubles per consecutive timeout, up to max_rto.
 static Time backed_off_rto(const TxPath& p, const EngineConfig& cfg) {
@@ -149,15 +151,22 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         // one datagram earlier in the same burst (issue 24, latency).
         const size_t ack_room = acks ? c->acks_pending : 0;
         const size_t data_max = max - std::min<size_t>(max - n, ack_room);
+        bool data_held = false;  // stopped by a window or the pacer, not by the burst's room
         if (n < data_max && c->state == ConnState::established && c->has_sendable()) {
             plan_paths(*c, now);
             while (n < data_max) {
                 bool blocked = false;
                 const size_t k = emit_segment_run(*c, out + n, data_max - n, now, blocked);
                 n += k;
-                if (blocked) break;  // where emit_data would have returned false
+                if (blocked) {  // where emit_data would have returned false
+                    data_held = true;
+                    break;
+                }
                 if (k) continue;
-                if (!emit_data(*c, out[n], now)) break;
+                if (!emit_data(*c, out[n], now)) {
+                    data_held = true;
+                    break;
+                }
                 ++n;
             }
         }
@@ -169,6 +178,33 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         if (!wants_tx(*c)) {
             c->in_ready = false;
             ready[pos] = kGone;
+        } else if (data_held && c->ctrl.empty() && !c->acks_pending && c->state == ConnState::established) {
+            // Only data left, and it cannot go now: parked off the ready list
+            // (issue 22), so passes cost nothing for it. An ACK (rx wakes)
+            // opens a window; the pacer's release time is a wheel timer.
+            c->in_ready = false;
+            ready[pos] = kGone;
+            if (cfg.rate_hints && !c->pacer.allow(now, c->seg)) {
+                // A connection paced so slowly that a packet's worth of
+                // tokens takes longer than the bucket's burst time (thousands
+                // sharing a receiver) is woken when kPacedBatch packets may
+                // go, not one: a visit costs a burst plan (plan_paths) and a
+                // header template, which it would otherwise pay per packet.
+                // Within half the bucket's depth, so the long-run rate is the
+                // hint's; faster connections are woken for one packet, as a
+                // pass that comes back sooner would find more tokens anyway.
+                Time t = c->pacer.release_time(now, c->seg);
+                if (const uint32_t kbps = c->pacer.rate_kbps()) {
+                    const double ns_per_byte = 8e6 / double(kbps);
+                    const double pkt = double(c->seg + wire::kDataLen);
+                    if (pkt * ns_per_byte > double(TokenBucket::kBurstTime)) {
+                        const double batch =
+                            std::min(double(c->pacer.burst_bytes()) / 2.0, double(kPacedBatch - 1) * pkt);
+                        t += Time(batch * ns_per_byte);
+                    }
+                }
+                park_paced(*c, std::max(t, now + 1));
+            }
         }
     }
     if (nc) {
@@ -219,7 +255,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
             if (c.ctrl_retries == 0) c.connect_sent = now;
             ++c.st.connect_attempts;
             c.next_ctrl_retry = now + cfg.connect_retry;
-            next_timer = std::min(next_timer, c.next_ctrl_retry);
+            arm(c, c.next_ctrl_retry);
         }
         break;
     }
@@ -249,7 +285,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         hl = wire::encode_disconnect({o.hdr, sizeof o.hdr}, h, wire::DisconnectHeader{0});
         if (it.kind == CtrlKind::disconnect) {
             c.next_ctrl_retry = now + cfg.connect_retry;
-            next_timer = std::min(next_timer, c.next_ctrl_retry);
+            arm(c, c.next_ctrl_retry);
         }
         break;
     }
@@ -495,7 +531,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
     // probe time (R-TIMER-8) only at the RTO, when no timer pass had run meanwhile.
-    next_timer = std::min(next_timer, p.sched_timer);
+    arm(c, p.sched_timer);
 }
 
 // New segments of one multi-packet SEND or WRITE, back to back: what is
@@ -828,36 +864,63 @@ void Engine::Impl::keepalive_sweep(Time now) {
 }
 
 void Engine::Impl::timers(Time now) {
-    Time next = kNever;
     if (now >= next_sweep) keepalive_sweep(now);
-    next = std::min(next, next_sweep);
-    // Connections that may have a timer armed (timed); the others leave it.
-    for (uint32_t& slot : timed) {
-        Conn* c = slot == kGone ? nullptr : conns[slot];
-        if (!c || !wants_timer(*c)) {
-            if (c) c->in_timed = false;
-            slot = kGone;
-            continue;
+    // Only the connections whose wheel node is due (issue 22: O(1) per
+    // timer, not a pass over every connection with a timer armed).
+    wheel.advance(now, [&](TimerWheel::Node& n) {
+        Conn& c = *static_cast<Conn::TimerNode&>(n).conn;
+        c.in_timed = true;  // arms while its timers run relink the node; wake must not
+        if (c.pacer_due <= now) {  // the pacer lets it send again
+            c.pacer_due = kNever;
+            if (!c.in_ready) {
+                c.in_ready = true;
+                ready.push_back(c.idx);
+            }
         }
-        wake(*c);  // a timer may give it something to send (retries, probes, resends)
+        if (c.timer_due <= now) {
+            c.timer_due = kNever;
+            const Time next = conn_timers(c, now);  // may arm (timer_due)
+            if (next < c.timer_due) c.timer_due = next;
+            if (!wants_timer(c)) c.timer_due = kNever;
+        }
+        const Time due = std::min(c.timer_due, c.pacer_due);
+        if (due != kNever) {
+            wheel.schedule(c.tnode, due);
+        } else {
+            wheel.cancel(c.tnode);
+            c.in_timed = false;
+        }
+    });
+    next_timer = std::min(wheel.next_due(), next_sweep);
+}
+
+Time Engine::Impl::conn_timers(Conn& conn, Time now) {
+    Time next = kNever;
+    Conn* c = &conn;
+    if (!wants_timer(*c)) return kNever;
+    if (!c->in_ready) {  // a timer may give it something to send (retries, probes, resends)
+        c->in_ready = true;
+        ready.push_back(c->idx);
+    }
+    {
         switch (c->state) {
         case ConnState::connecting:
             if (c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 // R-CONN-5: CONNECT_REQ is repeated until answered or conn_timeout.
                 if (++c->ctrl_retries * cfg.connect_retry >= cfg.conn_timeout) {
                     conn_error(*c, ConnErrorCause::connect_unanswered, now);
-                    continue;
+                    return next;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
                 c->next_ctrl_retry = now + cfg.connect_retry;
             }
             if (c->next_ctrl_retry) next = std::min(next, c->next_ctrl_retry);
-            continue;
+            return next;
         case ConnState::closing:
             if (c->ctrl_retries < 1000 && c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 if (++c->ctrl_retries >= 3) {
                     close_conn(*c);
-                    continue;
+                    return next;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::disconnect, kControlPath});
                 c->next_ctrl_retry = now + cfg.connect_retry;
@@ -865,13 +928,13 @@ void Engine::Impl::timers(Time now) {
             if (c->next_ctrl_retry) next = std::min(next, c->next_ctrl_retry);
             break;
         case ConnState::established: break;
-        default: continue;
+        default: return next;
         }
         // R-CONN-6: a silent peer with work outstanding is a lost connection.
         if (c->has_outstanding()) {
             if (now - c->last_rx >= cfg.conn_timeout) {
                 conn_error(*c, ConnErrorCause::peer_silent, now);
-                continue;
+                return next;
             }
             next = std::min(next, c->last_rx + cfg.conn_timeout);
         }
@@ -932,8 +995,7 @@ void Engine::Impl::timers(Time now) {
             }
         }
     }
-    compact(timed);
-    next_timer = next;
+    return next;
 }
 
 }  // namespace mroce
