@@ -14,14 +14,15 @@
 //               kept busy with WRITEs; stops after -n data packets (for the
 //               callgrind difference of scripts/bench-scale.sh)
 //   --hosts H   H engines, all-to-all: one connection per ordered pair
-//               (H * (H - 1)), each host WRITEs --bytes in all, split over
-//               its peers; prints RSS and the CPU time of the run
+//               (H * (H - 1), each with two ends), each host WRITEs --bytes in
+//               all, split over its peers; prints RSS and the CPU time
 // Both print "<n> data packets", connections, CPU seconds and max RSS.
 // Benchmarks print figures; nothing here asserts a timing.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -178,10 +179,14 @@ int main(int argc, char** argv) {
     std::vector<Host> hosts(nhosts);
     const size_t region = std::max<size_t>(o.msg, 1 << 20);
     const size_t slot = (size_t(cfg.max_payload) + 128 + 63) & ~size_t(63);
+    // Each host's CQ holds what its connections can have outstanding (a
+    // deeper one would count its slots in the RSS as if they were the engine's).
+    const uint32_t out_per_host = (o.pairs ? o.pairs : nhosts - 1) * o.outstanding;
+    const uint32_t cq_depth = std::max<uint32_t>(1024, std::bit_ceil(2 * out_per_host));
     for (Host& h : hosts) {
         h.eng = std::make_unique<Engine>(cfg);
         h.pd = h.eng->alloc_pd();
-        if (h.eng->create_cq(1 << 18, h.cq) != Status::ok) return 1;
+        if (h.eng->create_cq(cq_depth, h.cq) != Status::ok) return 1;
         h.mem.assign(region, 0x5a);
         if (h.eng->register_mr(h.pd, h.mem.data(), h.mem.size(), kAccessLocalWrite | kAccessRemoteWrite, h.mr) !=
             Status::ok)
@@ -197,12 +202,6 @@ int main(int argc, char** argv) {
             for (uint32_t d = 0; d < nhosts; ++d)
                 if (s != d) flows.push_back(Flow{s, d, 0, per_flow, 0, 0});
     }
-    for (Flow& f : flows)
-        if (hosts[f.src].eng->connect(f.dst, f.conn) != Status::ok) {
-            std::fprintf(stderr, "scale-bench: connect refused (%zu flows)\n", flows.size());
-            return 1;
-        }
-
     Time now = 1'000'000;
     uint64_t round = 0, data_pkts = 0;
     std::vector<TxPacket> tx(o.burst);
@@ -224,12 +223,15 @@ int main(int argc, char** argv) {
                 const size_t n = hosts[h].eng->tx_burst(tx.data(), tx.size(), now);
                 for (size_t i = 0; i < n; ++i) {
                     const TxPacket& t = tx[i];
-                    if (t.peer >= nhosts) continue;
-                    Inbox& box = hosts[t.peer].in[fill];
+                    // Peer handle 2 * host: a connection this engine opened;
+                    // 2 * host + 1: one it accepted (see the handshakes).
+                    const uint32_t dst = t.peer / 2;
+                    if (dst >= nhosts) continue;
+                    Inbox& box = hosts[dst].in[fill];
                     if (box.cap < box.used + slot) box.reserve(std::max(box.cap * 2, 64 * slot));
                     box.rx.push_back(RxPacket{});
                     box.rx.back().len = t.hdr_len + t.payload_len;
-                    box.rx.back().peer = h;
+                    box.rx.back().peer = 2 * h + (1 - (t.peer & 1));
                     // data points into buf after all appends (buf may move): offsets first
                     box.rx.back().data = reinterpret_cast<const uint8_t*>(box.used);
                     std::memcpy(box.buf.get() + box.used, t.hdr, t.hdr_len);
@@ -264,8 +266,18 @@ int main(int argc, char** argv) {
         now = std::max(now + 1, t == ~Time(0) ? now + o.delay : t);
     };
 
-    // Handshakes, then one stream per connection on both ends.
+    // Handshakes, then one stream per connection on both ends. Each engine
+    // has two addresses (as two UDP ports): peer handle 2 * host for the
+    // connections it opens, 2 * host + 1 for those it accepts. One address
+    // would make the all-to-all's two directions between a pair one
+    // connection (R-CONN-14: connect() takes the one the peer opened), and
+    // each ordered pair is to have its own.
     size_t accepted = 0;
+    for (Flow& f : flows)
+        if (hosts[f.src].eng->connect(2 * f.dst, f.conn) != Status::ok) {
+            std::fprintf(stderr, "scale-bench: connect refused (%zu flows)\n", flows.size());
+            return 1;
+        }
     for (int i = 0; i < 100000 && accepted < flows.size(); ++i) {
         advance(exchange());
         for (Host& h : hosts) {
@@ -277,7 +289,10 @@ int main(int argc, char** argv) {
                 }
         }
     }
-    for (int i = 0; i < 100; ++i) advance(exchange());
+    for (int i = 0; i < 100; ++i) {  // the last handshakes' ACKs, without jumping to later timers
+        exchange();
+        now += o.delay;
+    }
     for (Flow& f : flows)
         if (hosts[f.src].eng->conn_state(f.conn) != ConnState::established ||
             hosts[f.src].eng->create_stream(f.conn, 1, hosts[f.src].pd, hosts[f.src].cq, hosts[f.src].cq) !=
@@ -287,6 +302,8 @@ int main(int argc, char** argv) {
             return 1;
         }
     const double rss_setup = rss_mib();
+    const uint64_t setup_rounds = round;
+    const Time setup_ns = now - 1'000'000;
     const double cpu_setup = cpu_seconds();
 
     // Flows of one source, by connection id (wr_id), to refill on completion.
@@ -351,6 +368,8 @@ int main(int argc, char** argv) {
     const double sim_s = double(now - t_start) / 1e9;
     std::printf("%zu connections over %u engines, %llu data packets measured, %llu failed WRITEs\n", flows.size(), nhosts,
                 (unsigned long long)(data_pkts - pkts0), (unsigned long long)failed);
+    std::printf("setup: %llu rounds, %.3f ms simulated; run: %llu rounds\n", (unsigned long long)setup_rounds,
+                double(setup_ns) / 1e6, (unsigned long long)(round - setup_rounds));
     std::printf("rss after setup %.0f MiB, at the end %.0f MiB, max %.0f MiB (%.0f KiB per connection end)\n",
                 rss_setup, rss_mib(), max_rss_mib(), rss_setup * 1024.0 / double(2 * flows.size()));
     std::printf("cpu: setup %.2f s, run %.2f s (%.0f ns per data packet), simulated %.3f ms, goodput %.1f Gbit/s\n",

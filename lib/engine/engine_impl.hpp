@@ -23,6 +23,7 @@ namespace mroce {
 inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight span per path
 inline constexpr uint32_t kKeepaliveSeq = 0;           // probe_seq of a keepalive PROBE (R-CONN-15)
 inline constexpr uint32_t kMaxCtrlQueue = 4096;         // control items held per connection (NAKs beyond: dropped)
+inline constexpr uint32_t kTxRecordsStart = 256;     // transmit records of a new connection (grown on demand)
 
 // ---- sender side ----
 
@@ -319,7 +320,18 @@ struct Conn {
     // sender CSN space (R-CSN-1)
     uint32_t csn_nxt = 0;
     uint32_t csn_una = 0;
-    std::vector<TxPkt> txpkts;     // csn_window entries, csn & mask
+    // Transmit records, csn & mask: kTxRecordsStart at first, doubled up to
+    // csn_window when the CSNs in flight fill them (grow_txpkts, amortised:
+    // each doubling copies only the records in flight). A replaced array is
+    // kept in tx_retired until every CSN it held is acknowledged, since a
+    // packet handed to the driver may point into it (an atomic response's
+    // inline value).
+    std::vector<TxPkt> txpkts;
+    struct RetiredTx {
+        uint32_t until_csn;        // csn_nxt when replaced: its records are all below
+        std::vector<TxPkt> recs;
+    };
+    std::vector<RetiredTx> tx_retired;
     Ring<uint32_t> retx;           // CSNs waiting for retransmission
     struct TailProbe {
         uint32_t csn;
@@ -702,6 +714,9 @@ struct Engine::Impl {
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);
+    // The CSNs in flight fill the transmit records: twice as many (at most csn_window).
+    [[gnu::noinline]] void grow_txpkts(Conn& c);
+    [[gnu::noinline]] static void release_retired(Conn& c);
     [[gnu::noinline]] static void gather_segment(SendAux& x, uint16_t seg, TxPkt& t);
     void timers(Time now);
     void keepalive_sweep(Time now);

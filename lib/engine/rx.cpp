@@ -967,6 +967,7 @@ void Engine::Impl::advance_csn_una(Conn& c) {
         c.txpkts[c.csn_una & mask].state = CsnState::free;
         ++c.csn_una;
     }
+    if (!c.tx_retired.empty()) [[unlikely]] release_retired(c);
 }
 
 static void advance_una(TxPath& p);

@@ -389,8 +389,27 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     }
 }
 
+void Engine::Impl::grow_txpkts(Conn& c) {
+    const uint32_t old_size = uint32_t(c.txpkts.size());
+    const uint32_t size = std::min<uint32_t>(2 * old_size, std::bit_ceil(cfg.csn_window));
+    if (size <= old_size) return;
+    std::vector<TxPkt> recs(size);
+    const uint32_t om = old_size - 1, nm = size - 1;
+    for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) recs[csn & nm] = c.txpkts[csn & om];
+    c.txpkts.swap(recs);
+    c.tx_retired.push_back(Conn::RetiredTx{c.csn_nxt, std::move(recs)});
+    // The queues of CSNs are bounded by the records (R-NAK-10: twice for retx).
+    c.retx.reserve(2 * size);
+    c.rnr.reserve(size);
+}
+
+void Engine::Impl::release_retired(Conn& c) {
+    std::erase_if(c.tx_retired, [&](const Conn::RetiredTx& r) { return !wire::seq_lt(c.csn_una, r.until_csn); });
+}
+
 [[gnu::always_inline]] inline bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
     if (c.csn_nxt - c.csn_una >= c.csn_limit) return false;  // R-CSN-5
+    if (c.csn_nxt - c.csn_una >= c.txpkts.size()) [[unlikely]] grow_txpkts(c);
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     while (!c.jobs.empty()) {
         TxJob& job = c.jobs.front();
@@ -579,13 +598,17 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
                                  bool& blocked) {
     const TxPkt& tmpl = run_pkt;
     const uint8_t* hdr = run_hdr;
-    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;
     while (n < max && w.next_seg < w.npkts) {
         if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
         if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        if (c.csn_nxt - c.csn_una > mask) [[unlikely]] {
+            grow_txpkts(c);
+            mask = uint32_t(c.txpkts.size() - 1);
+        }
         const uint32_t k = w.next_seg++;
         TxPkt& t = c.txpkts[c.csn_nxt & mask];
         t = tmpl;
@@ -612,7 +635,7 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
 // order as emit_data + next_new_segment; it stops at the first job of any
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
-    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;
     while (n < max && !c.jobs.empty()) {
         const TxJob job = c.jobs.front();
@@ -627,6 +650,10 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
         if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        if (c.csn_nxt - c.csn_una > mask) [[unlikely]] {
+            grow_txpkts(c);
+            mask = uint32_t(c.txpkts.size() - 1);
+        }
         c.jobs.drop_front();
         w.next_seg = 1;
         // The record field by field (request_pkt's, without a temporary) and
@@ -719,7 +746,7 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
     if (pi < 0) return false;
     uint32_t csn = 0;
     if (!next_new_segment(c, csn)) return false;
-    TxPkt& t = c.txpkts[csn & mask];
+    TxPkt& t = c.txpkts[csn & (c.txpkts.size() - 1)];  // (next_new_segment may have grown them)
     send_on_path(c, t, pi, o, now);
     if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
     return true;
