@@ -502,11 +502,10 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, const StreamAttr
     s.pd = a.pd;
     s.send_cq = a.send_cq;
     s.recv_cq = a.recv_cq;
-    // The send queue itself comes with the stream: a response or NAK from
-    // the wire looks its WQE up by msg_seq (rx), posted or not.
-    s.sq.resize(std::bit_ceil(send_depth));
-    s.sq_mask = depth_mask(s.sq);
-    s.sq_aux.resize(s.sq.size());
+    // The send queue too comes with the first post_send (a stream that only
+    // receives never has one); a response from the wire for a stream that
+    // never sent finds none and is stale (rx: place, void_read_resp).
+    s.sq_mask = std::bit_ceil(send_depth) - 1;
     s.sq_depth = send_depth;
     // Lists of two or more entries (sq_sge; one buffer: in the WQE itself),
     // inline and gathered copies (sq_inline) and the own receive queue
@@ -771,6 +770,10 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Stream* s = c->find_local(stream_id, &sidx);
     if (!s) return Status::no_such_object;
     if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
+    if (s->sq.empty()) [[unlikely]] {  // the stream's first send: its queue (create_stream)
+        s->sq.resize(size_t(s->sq_mask) + 1);
+        s->sq_aux.resize(s->sq.size());
+    }
     if (I.post_one_buffer(*c, *s, sidx, wr)) return Status::ok;
     const wire::Opcode op = opcode_of(wr.op);
     const bool atomic = wire::is_atomic_req(op);

@@ -23,7 +23,7 @@ namespace mroce {
 inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight span per path
 inline constexpr uint32_t kKeepaliveSeq = 0;           // probe_seq of a keepalive PROBE (R-CONN-15)
 inline constexpr uint32_t kMaxCtrlQueue = 4096;         // control items held per connection (NAKs beyond: dropped)
-inline constexpr uint32_t kTxRecordsStart = 256;     // transmit records of a new connection (grown on demand)
+inline constexpr uint32_t kTxRecordsStart = 128;     // transmit records of a new connection (grown on demand)
 
 // ---- sender side ----
 
