@@ -9,7 +9,7 @@
 namespace mroce {
 
 FairShare::FairShare(uint64_t capacity_kbps, Time interval) noexcept
-    : capacity_kbps_(capacity_kbps), interval_(interval ? interval : 1) {}
+    : capacity_kbps_(capacity_kbps), interval_(interval ? interval : 1), free_cap_(double(capacity_kbps)) {}
 
 uint32_t FairShare::add_sender(double weight) {
     for (uint32_t i = 0; i < senders_.size(); ++i) {
@@ -29,24 +29,35 @@ uint32_t FairShare::add_sender(double weight) {
 
 void FairShare::remove_sender(uint32_t idx) noexcept {
     if (idx < senders_.size()) {
-        if (senders_[idx].active) --active_;
+        const bool was_active = senders_[idx].active;
+        if (was_active) --active_;
         senders_[idx] = Sender{};
+        if (was_active) recompute();  // membership changed: a connection's close, not per packet
     }
 }
 
 void FairShare::set_weight(uint32_t idx, double w) noexcept {
-    if (idx < senders_.size() && w > 0) senders_[idx].weight = w;
+    if (idx < senders_.size() && w > 0) {
+        senders_[idx].weight = w;
+        if (senders_[idx].active) recompute();
+    }
 }
 
 void FairShare::activate(Sender& s, Time now) noexcept {
     if (!s.active) {
         // R-HINT-2: a new sender counts at once, so the others' hints drop in
         // the same round trip instead of one interval later.
+        // O(1) (issue 22): the newcomer is not demand-limited (no rate yet),
+        // so it joins the unlimited senders' pool and every unlimited
+        // sender's hint, free_cap_ / free_w_ * weight, drops at once; the
+        // demand-limited keep their grants until the interval's full
+        // water-filling (update) re-tests them against the smaller share.
         s.active = true;
         s.idle_intervals = 0;
         s.rate_kbps = 0;
+        s.limited = false;
         ++active_;
-        recompute();
+        free_w_ += s.weight;
     }
     if (!started_) {
         started_ = true;
@@ -89,8 +100,12 @@ void FairShare::recompute() noexcept {
     // plus headroom and the remainder goes to the rest by weight.
     double cap = double(capacity_kbps_);
     double wsum = 0;
-    for (Sender& s : senders_)
+    for (Sender& s : senders_) {
+        s.limited = false;
         if (s.active) wsum += s.weight;
+    }
+    free_cap_ = cap;
+    free_w_ = 0;
     if (wsum <= 0) return;
     bool changed = true;
     for (Sender& s : senders_) s.share_kbps = 0;
@@ -108,6 +123,8 @@ void FairShare::recompute() noexcept {
             if (s.rate_kbps > 0 && s.rate_kbps * 2.0 < fair) {
                 const double grant = std::min(fair, s.rate_kbps * 2.0);
                 s.share_kbps = uint32_t(std::max(1.0, grant));
+                s.grant_kbps = s.share_kbps;
+                s.limited = true;
                 limited[i] = 1;
                 cap -= grant;
                 wsum -= s.weight;
@@ -116,6 +133,8 @@ void FairShare::recompute() noexcept {
         }
         if (wsum <= 0) break;
     }
+    free_cap_ = std::max(0.0, cap);
+    free_w_ = std::max(0.0, wsum);
     if (wsum > 0) {
         const double per_w = std::max(0.0, cap) / wsum;
         for (size_t i = 0; i < senders_.size(); ++i) {
@@ -142,7 +161,16 @@ void FairShare::recompute() noexcept {
 
 uint32_t FairShare::hint_kbps(uint32_t idx) const noexcept {
     if (idx >= senders_.size() || !senders_[idx].active) return uint32_t(std::min<uint64_t>(capacity_kbps_, 0xffffffffu));
-    return senders_[idx].share_kbps;
+    const Sender& s = senders_[idx];
+    // A limited sender: its grant (share_kbps, with the leftover while no
+    // one is unlimited); the others: the unlimited pool's per-weight share,
+    // kept as two sums so that a sender joining costs O(1) (activate).
+    if (s.limited) {
+        if (free_w_ > 0) return uint32_t(s.grant_kbps);
+        return s.share_kbps;
+    }
+    if (free_w_ <= 0) return s.share_kbps;
+    return uint32_t(std::min(4294967295.0, std::max(1.0, free_cap_ / free_w_ * s.weight)));
 }
 
 }  // namespace mroce

@@ -325,10 +325,11 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->num_paths = cfg.num_paths;
     c->seg = cfg.max_payload;
     c->csn_limit = cfg.csn_window;
-    c->txpkts.resize(cfg.csn_window);
+    // Sized to need (issue 22): grown with the CSNs in flight (grow_txpkts).
+    c->txpkts.resize(std::min(cfg.csn_window, kTxRecordsStart));
     // A CSN back from an RNR wait may meet its own stale entry still queued.
-    c->retx.reserve(2 * cfg.csn_window);
-    c->rnr.reserve(cfg.csn_window);
+    c->retx.reserve(2 * uint32_t(c->txpkts.size()));
+    c->rnr.reserve(uint32_t(c->txpkts.size()));
     c->tlp.reserve(cfg.num_paths);
     c->jobs.reserve(64);
     c->ctrl.reserve(64 + 2u * cfg.num_paths);
@@ -347,6 +348,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
     c->fair_idx = fair.add_sender();
+    c->tnode.conn = c;
     c->st.peer = peer;
     c->st.num_paths = cfg.num_paths;
     conns[idx] = c;
@@ -358,7 +360,7 @@ void Engine::Impl::free_conn(Conn* c) {
     const uint32_t idx = c->idx;
     fair.remove_sender(c->fair_idx);
     if (c->in_ready) std::erase(ready, idx);
-    if (c->in_timed) std::erase(timed, idx);
+    wheel.cancel(c->tnode);
     conns[idx] = nullptr;
     conn_ids.remove(c->id);
     delete c;
@@ -500,13 +502,16 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, const StreamAttr
     s.pd = a.pd;
     s.send_cq = a.send_cq;
     s.recv_cq = a.recv_cq;
-    s.sq.resize(std::bit_ceil(send_depth));
-    s.sq_mask = depth_mask(s.sq);
-    s.sq_aux.resize(s.sq.size());
+    // The send queue too comes with the first post_send (a stream that only
+    // receives never has one); a response from the wire for a stream that
+    // never sent finds none and is stale (rx: place, void_read_resp).
+    s.sq_mask = std::bit_ceil(send_depth) - 1;
     s.sq_depth = send_depth;
-    // Lists of two or more entries live here (one buffer: in the WQE itself).
-    if (cfg.max_send_sge > 1) s.sq_sge.resize(s.sq.size() * cfg.max_send_sge);
-    s.sq_inline.resize(s.sq.size() * cfg.max_inline);
+    // Lists of two or more entries (sq_sge; one buffer: in the WQE itself),
+    // inline and gathered copies (sq_inline) and the own receive queue
+    // (rq, rq_sge) are allocated by the first post_send / post_recv that
+    // needs them (issue 22: a stream that never uses them costs nothing;
+    // an API call, never the per-packet path).
     if (q) {
         s.srq = a.srq;
         ++q->users;
@@ -514,10 +519,8 @@ Status Engine::create_stream(uint32_t conn, uint32_t stream_id, const StreamAttr
         s.srq_bound.resize(std::bit_ceil(cfg.stream_depth));
         s.rq_mask = uint32_t(s.srq_bound.size() - 1);
     } else {
-        s.rq.resize(std::bit_ceil(recv_depth));
-        s.rq_mask = depth_mask(s.rq);
+        s.rq_mask = std::bit_ceil(recv_depth) - 1;  // rq: allocated by the first post_recv
         s.rq_limit = recv_depth;
-        if (cfg.max_recv_sge > 1) s.rq_sge.resize(s.rq.size() * cfg.max_recv_sge);
     }
     // The receive window is the connection's (announced in CONNECT, R-STREAM-5).
     s.depth = cfg.stream_depth;
@@ -767,6 +770,10 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Stream* s = c->find_local(stream_id, &sidx);
     if (!s) return Status::no_such_object;
     if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
+    if (s->sq.empty()) [[unlikely]] {  // the stream's first send: its queue (create_stream)
+        s->sq.resize(size_t(s->sq_mask) + 1);
+        s->sq_aux.resize(s->sq.size());
+    }
     if (I.post_one_buffer(*c, *s, sidx, wr)) return Status::ok;
     const wire::Opcode op = opcode_of(wr.op);
     const bool atomic = wire::is_atomic_req(op);
@@ -799,8 +806,12 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         I.advance_sq(*c, *s);
         return Status::ok;
     }
-    uint8_t* const copy = s->sq_inline.data() + size_t(slot) * I.cfg.max_inline;
+    auto copy_slot = [&] {  // the slot's inline bytes; the queue's on first use
+        if (s->sq_inline.empty()) s->sq_inline.resize(s->sq.size() * I.cfg.max_inline);
+        return s->sq_inline.data() + size_t(slot) * I.cfg.max_inline;
+    };
     if (wr.inline_data) {
+        uint8_t* const copy = copy_slot();
         // R-INLINE-1: the bytes now, from wherever the application has them; no lkey.
         const Sge one{wr.local_addr, wr.length, 0};
         gather_copy(copy, wr.num_sge ? wr.sg_list : &one, wr.num_sge ? wr.num_sge : 1, [](const Sge& e) {
@@ -817,6 +828,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
                 local_ok = w.local != nullptr;
             }
         } else {
+            if (I.cfg.max_send_sge > 1 && s->sq_sge.empty()) s->sq_sge.resize(s->sq.size() * I.cfg.max_send_sge);
             local_ok = I.resolve_list(s->sq_sge, slot, I.cfg.max_send_sge, wr.sg_list, wr.num_sge, local_write,
                                       w.local, x.sge, x.nsge);
         }
@@ -830,6 +842,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         if (carries_data && w.gather && length <= I.cfg.max_inline) {
             // R-INLINE-3: a small list is gathered by copy, into one packet
             // rather than one per entry; its bytes are read at post, not at transmission.
+            uint8_t* const copy = copy_slot();
             gather_copy(copy, x.sge, x.nsge, [](const LocalSeg& e) { return std::pair{e.ptr, e.len}; });
             w.local = copy;
             w.gather = false;
@@ -881,6 +894,10 @@ Status Engine::post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr) {
     if (!s) return Status::no_such_object;
     if (s->srq) return Status::invalid_argument;  // its receives are posted to the SRQ (R-SRQ-1)
     if (s->rq_posted - s->rq_done >= s->rq_limit) return Status::queue_full;
+    if (s->rq.empty()) {  // the stream's first receive: its queue (create_stream)
+        s->rq.resize(size_t(s->rq_mask) + 1);
+        if (I.cfg.max_recv_sge > 1) s->rq_sge.resize(s->rq.size() * I.cfg.max_recv_sge);
+    }
     const uint32_t slot = s->rq_posted & s->rq_mask;
     if (!I.fill_recv(s->rq[slot], s->rq_sge, slot, wr)) return Status::invalid_argument;
     ++s->rq_posted;

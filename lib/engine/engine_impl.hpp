@@ -16,12 +16,14 @@
 #include "ring.hpp"
 #include "sack_window.hpp"
 #include "sg_list.hpp"
+#include "timer_wheel.hpp"
 
 namespace mroce {
 
 inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight span per path
 inline constexpr uint32_t kKeepaliveSeq = 0;           // probe_seq of a keepalive PROBE (R-CONN-15)
 inline constexpr uint32_t kMaxCtrlQueue = 4096;         // control items held per connection (NAKs beyond: dropped)
+inline constexpr uint32_t kTxRecordsStart = 128;     // transmit records of a new connection (grown on demand)
 
 // ---- sender side ----
 
@@ -304,13 +306,32 @@ struct Conn {
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
     uint32_t entropy_rng = 0;      // draws re-routed paths' entropies (new_entropy)
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
-    bool in_timed = false;         // on Engine::Impl::timed (may have a timer armed)
+    bool in_timed = false;         // on Engine::Impl::wheel (tnode scheduled), or its timers being run
+    // The connection's place on the timing wheel: due at the earliest of its
+    // timers (RTO, tail probe, connect/disconnect retry, RNR, probe, silence)
+    // and, while parked off the ready list by its pacer, its release time.
+    struct TimerNode : TimerWheel::Node {
+        Conn* conn = nullptr;
+    } tnode;
+    Time timer_due = ~Time(0);     // earliest armed timer not yet looked at (conn_timers)
+    Time pacer_due = ~Time(0);     // parked by the pacer until then
     bool unclaimed = false;        // accepted (R-CONN-8) and not yet returned by a connect() (R-CONN-14)
 
     // sender CSN space (R-CSN-1)
     uint32_t csn_nxt = 0;
     uint32_t csn_una = 0;
-    std::vector<TxPkt> txpkts;     // csn_window entries, csn & mask
+    // Transmit records, csn & mask: kTxRecordsStart at first, doubled up to
+    // csn_window when the CSNs in flight fill them (grow_txpkts, amortised:
+    // each doubling copies only the records in flight). A replaced array is
+    // kept in tx_retired until every CSN it held is acknowledged, since a
+    // packet handed to the driver may point into it (an atomic response's
+    // inline value).
+    std::vector<TxPkt> txpkts;
+    struct RetiredTx {
+        uint32_t until_csn;        // csn_nxt when replaced: its records are all below
+        std::vector<TxPkt> recs;
+    };
+    std::vector<RetiredTx> tx_retired;
     Ring<uint32_t> retx;           // CSNs waiting for retransmission
     struct TailProbe {
         uint32_t csn;
@@ -481,12 +502,18 @@ struct Engine::Impl {
     Time next_hint_update = 0;
     uint32_t rr_conn = 0;
     // Connection indices that tx_burst, next_deadline and tx_pending visit
-    // (ready) and that timers visit (timed), so an idle connection costs
-    // nothing per burst. Every input that can give a connection work (a
-    // packet for it, an API call on it, a finished placement, a timer)
-    // wakes it onto both; a pass drops those that have nothing left.
+    // (ready), so an idle connection costs nothing per burst, nor does one
+    // that cannot send now: a pass drops those with nothing left and parks
+    // those whose data is held by a window (an ACK wakes them) or by the
+    // pacer (the wheel wakes them at its release time). Every input that can
+    // give a connection work (a packet for it, an API call on it, a finished
+    // placement, a timer) wakes it onto ready and, if it has no timer
+    // scheduled, onto the wheel at once, so its timers are looked at.
     std::vector<uint32_t> ready;
-    std::vector<uint32_t> timed;
+    // Timers (doc/architecture.md, "Timers and the ready list"): one node per
+    // connection on a hierarchical wheel, O(1) to arm and to fire, so a timer
+    // pass visits only the connections with a timer due.
+    TimerWheel wheel;
     static constexpr uint32_t kGone = 0xffffffffu;  // a dropped entry, compacted after the pass
     // deferred placement: records [pend_head, pend_tail) (token = position),
     // jobs [job_head, job_tail) not yet taken by the driver
@@ -535,8 +562,33 @@ struct Engine::Impl {
         }
         if (!c.in_timed) {
             c.in_timed = true;
-            timed.push_back(idx);
+            // Its timers are looked at in the next timer pass (as any due
+            // node's): the node is due now, but next_timer stays, so a wake
+            // alone (an API call) never makes the engine's deadline now.
+            c.timer_due = last_now;
+            wheel.schedule(c.tnode, last_now);
         }
+    }
+    // A timer of c due at t: the connection's wheel node moves earlier if
+    // needed (O(1)); a later t is found when the node fires and the
+    // connection's timers are looked at again (conn_timers).
+    void arm(Conn& c, Time t) {
+        if (t < c.timer_due) c.timer_due = t;
+        place_node(c, t);
+    }
+    // Parked off the ready list by its pacer until t: the node fires then
+    // only to put it back on the ready list (its timers are not looked at
+    // unless one of them is due too).
+    void park_paced(Conn& c, Time t) {
+        c.pacer_due = t;
+        place_node(c, t);
+    }
+    void place_node(Conn& c, Time t) {
+        if (!c.tnode.linked() || t < c.tnode.due) {
+            wheel.schedule(c.tnode, t);
+            c.in_timed = true;
+        }
+        if (t < next_timer) next_timer = t;
     }
     static bool wants_tx(const Conn& c) {
         return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing ||
@@ -544,6 +596,8 @@ struct Engine::Impl {
     }
     static bool wants_timer(const Conn& c);
     static void compact(std::vector<uint32_t>& v) { std::erase(v, kGone); }
+    // Looks at every timer of c (fired on the wheel); returns its next.
+    Time conn_timers(Conn& c, Time now);
     void free_conn(Conn* c);
     bool resolve_list(std::vector<LocalSeg>& table, uint32_t slot, uint32_t max_sge, const Sge* sg, uint32_t n,
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
@@ -660,6 +714,9 @@ struct Engine::Impl {
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);
+    // The CSNs in flight fill the transmit records: twice as many (at most csn_window).
+    [[gnu::noinline]] void grow_txpkts(Conn& c);
+    [[gnu::noinline]] static void release_retired(Conn& c);
     [[gnu::noinline]] static void gather_segment(SendAux& x, uint16_t seg, TxPkt& t);
     void timers(Time now);
     void keepalive_sweep(Time now);

@@ -464,7 +464,7 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
                 if (m.bytes >= m.msg_len) m.complete = true;  // R-CMPL-1
                 if (m.complete && m.msg_seq == s.rx_next) advance_rx(c, s, r.stream_idx);
             }
-        } else {
+        } else if (!s.sq.empty()) {
             SendWqe& w = s.sq[r.msg_seq & s.sq_mask];
             if (w.active && w.msg_seq == r.msg_seq && !w.done) {
                 w.resp_bytes += r.plen;
@@ -648,6 +648,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
 
     // Responses land in the requester's own work request (R-READ-3, R-ATOMIC-3).
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
+        if (s.sq.empty()) [[unlikely]] {  // the stream never sent a request: nothing it answers
+            ++st.rx_stale;
+            return Placed::ok;
+        }
         SendWqe& w = s.sq[d.msg_seq & s.sq_mask];
         const Opcode want = d.opcode == Opcode::read_resp ? Opcode::read_req : w.opcode;
         if (!w.active || w.msg_seq != d.msg_seq || w.done || w.opcode != want ||
@@ -902,7 +906,7 @@ void Engine::Impl::request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uin
 // rem_access_err would fail it; one already complete ignores it.
 void Engine::Impl::void_read_resp(Conn& c, const wire::DataHeader& d) {
     Stream* s = c.find_stream(d.stream_id);
-    if (!s) return;
+    if (!s || s->sq.empty()) return;
     const SendWqe& w = s->sq[d.msg_seq & s->sq_mask];
     if (!w.active || w.msg_seq != d.msg_seq || w.done || w.opcode != Opcode::read_req) return;
     stream_error(c, *s, d.msg_seq, WcStatus::rem_access_err);
@@ -967,6 +971,7 @@ void Engine::Impl::advance_csn_una(Conn& c) {
         c.txpkts[c.csn_una & mask].state = CsnState::free;
         ++c.csn_una;
     }
+    if (!c.tx_retired.empty()) [[unlikely]] release_retired(c);
 }
 
 static void advance_una(TxPath& p);
@@ -1026,7 +1031,7 @@ void Engine::Impl::rx_rnr_nak(Conn& c, const wire::NakHeader& n) {
         t.state = CsnState::rnr_wait;
         const Time due = last_now + cfg.rnr_delay;
         c.rnr.push(Conn::RnrWait{t.csn, due});  // sized to the CSN window: never full
-        next_timer = std::min(next_timer, due);
+        arm(c, due);
     };
     if (t.stream_idx == kOrphanStream) {
         abandon(c, t);  // R-STREAM-11: no WR waits for it; its CSN still has to reach the peer

@@ -48,6 +48,8 @@ static TxPkt request_pkt(const Stream& s, const SendWqe& w, const TxJob& job) {
 using wire::Opcode;
 
 static constexpr Time kNever = std::numeric_limits<Time>::max();
+// Packets a connection parked by its pacer may send when it is woken (tx).
+static constexpr uint32_t kPacedBatch = 4;
 
 // R-TIMER-3: the effective RTO doubles per consecutive timeout, up to max_rto.
 static Time backed_off_rto(const TxPath& p, const EngineConfig& cfg) {
@@ -149,15 +151,22 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         // one datagram earlier in the same burst (issue 24, latency).
         const size_t ack_room = acks ? c->acks_pending : 0;
         const size_t data_max = max - std::min<size_t>(max - n, ack_room);
+        bool data_held = false;  // stopped by a window or the pacer, not by the burst's room
         if (n < data_max && c->state == ConnState::established && c->has_sendable()) {
             plan_paths(*c, now);
             while (n < data_max) {
                 bool blocked = false;
                 const size_t k = emit_segment_run(*c, out + n, data_max - n, now, blocked);
                 n += k;
-                if (blocked) break;  // where emit_data would have returned false
+                if (blocked) {  // where emit_data would have returned false
+                    data_held = true;
+                    break;
+                }
                 if (k) continue;
-                if (!emit_data(*c, out[n], now)) break;
+                if (!emit_data(*c, out[n], now)) {
+                    data_held = true;
+                    break;
+                }
                 ++n;
             }
         }
@@ -169,6 +178,33 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         if (!wants_tx(*c)) {
             c->in_ready = false;
             ready[pos] = kGone;
+        } else if (data_held && c->ctrl.empty() && !c->acks_pending && c->state == ConnState::established) {
+            // Only data left, and it cannot go now: parked off the ready list
+            // (issue 22), so passes cost nothing for it. An ACK (rx wakes)
+            // opens a window; the pacer's release time is a wheel timer.
+            c->in_ready = false;
+            ready[pos] = kGone;
+            if (cfg.rate_hints && !c->pacer.allow(now, c->seg)) {
+                // A connection paced so slowly that a packet's worth of
+                // tokens takes longer than the bucket's burst time (thousands
+                // sharing a receiver) is woken when kPacedBatch packets may
+                // go, not one: a visit costs a burst plan (plan_paths) and a
+                // header template, which it would otherwise pay per packet.
+                // Within half the bucket's depth, so the long-run rate is the
+                // hint's; faster connections are woken for one packet, as a
+                // pass that comes back sooner would find more tokens anyway.
+                Time t = c->pacer.release_time(now, c->seg);
+                if (const uint32_t kbps = c->pacer.rate_kbps()) {
+                    const double ns_per_byte = 8e6 / double(kbps);
+                    const double pkt = double(c->seg + wire::kDataLen);
+                    if (pkt * ns_per_byte > double(TokenBucket::kBurstTime)) {
+                        const double batch =
+                            std::min(double(c->pacer.burst_bytes()) / 2.0, double(kPacedBatch - 1) * pkt);
+                        t += Time(batch * ns_per_byte);
+                    }
+                }
+                park_paced(*c, std::max(t, now + 1));
+            }
         }
     }
     if (nc) {
@@ -219,7 +255,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
             if (c.ctrl_retries == 0) c.connect_sent = now;
             ++c.st.connect_attempts;
             c.next_ctrl_retry = now + cfg.connect_retry;
-            next_timer = std::min(next_timer, c.next_ctrl_retry);
+            arm(c, c.next_ctrl_retry);
         }
         break;
     }
@@ -249,7 +285,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         hl = wire::encode_disconnect({o.hdr, sizeof o.hdr}, h, wire::DisconnectHeader{0});
         if (it.kind == CtrlKind::disconnect) {
             c.next_ctrl_retry = now + cfg.connect_retry;
-            next_timer = std::min(next_timer, c.next_ctrl_retry);
+            arm(c, c.next_ctrl_retry);
         }
         break;
     }
@@ -353,8 +389,27 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     }
 }
 
+void Engine::Impl::grow_txpkts(Conn& c) {
+    const uint32_t old_size = uint32_t(c.txpkts.size());
+    const uint32_t size = std::min<uint32_t>(2 * old_size, std::bit_ceil(cfg.csn_window));
+    if (size <= old_size) return;
+    std::vector<TxPkt> recs(size);
+    const uint32_t om = old_size - 1, nm = size - 1;
+    for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) recs[csn & nm] = c.txpkts[csn & om];
+    c.txpkts.swap(recs);
+    c.tx_retired.push_back(Conn::RetiredTx{c.csn_nxt, std::move(recs)});
+    // The queues of CSNs are bounded by the records (R-NAK-10: twice for retx).
+    c.retx.reserve(2 * size);
+    c.rnr.reserve(size);
+}
+
+void Engine::Impl::release_retired(Conn& c) {
+    std::erase_if(c.tx_retired, [&](const Conn::RetiredTx& r) { return !wire::seq_lt(c.csn_una, r.until_csn); });
+}
+
 [[gnu::always_inline]] inline bool Engine::Impl::next_new_segment(Conn& c, uint32_t& csn_out) {
     if (c.csn_nxt - c.csn_una >= c.csn_limit) return false;  // R-CSN-5
+    if (c.csn_nxt - c.csn_una >= c.txpkts.size()) [[unlikely]] grow_txpkts(c);
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     while (!c.jobs.empty()) {
         TxJob& job = c.jobs.front();
@@ -495,7 +550,7 @@ void Engine::Impl::gather_segment(SendAux& x, uint16_t seg, TxPkt& t) {
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
     // probe time (R-TIMER-8) only at the RTO, when no timer pass had run meanwhile.
-    next_timer = std::min(next_timer, p.sched_timer);
+    arm(c, p.sched_timer);
 }
 
 // New segments of one multi-packet SEND or WRITE, back to back: what is
@@ -543,13 +598,17 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
                                  bool& blocked) {
     const TxPkt& tmpl = run_pkt;
     const uint8_t* hdr = run_hdr;
-    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;
     while (n < max && w.next_seg < w.npkts) {
         if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
         if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        if (c.csn_nxt - c.csn_una > mask) [[unlikely]] {
+            grow_txpkts(c);
+            mask = uint32_t(c.txpkts.size() - 1);
+        }
         const uint32_t k = w.next_seg++;
         TxPkt& t = c.txpkts[c.csn_nxt & mask];
         t = tmpl;
@@ -576,7 +635,7 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
 // order as emit_data + next_new_segment; it stops at the first job of any
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
-    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;
     while (n < max && !c.jobs.empty()) {
         const TxJob job = c.jobs.front();
@@ -591,6 +650,10 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
         if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        if (c.csn_nxt - c.csn_una > mask) [[unlikely]] {
+            grow_txpkts(c);
+            mask = uint32_t(c.txpkts.size() - 1);
+        }
         c.jobs.drop_front();
         w.next_seg = 1;
         // The record field by field (request_pkt's, without a temporary) and
@@ -683,7 +746,7 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
     if (pi < 0) return false;
     uint32_t csn = 0;
     if (!next_new_segment(c, csn)) return false;
-    TxPkt& t = c.txpkts[csn & mask];
+    TxPkt& t = c.txpkts[csn & (c.txpkts.size() - 1)];  // (next_new_segment may have grown them)
     send_on_path(c, t, pi, o, now);
     if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
     return true;
@@ -828,36 +891,63 @@ void Engine::Impl::keepalive_sweep(Time now) {
 }
 
 void Engine::Impl::timers(Time now) {
-    Time next = kNever;
     if (now >= next_sweep) keepalive_sweep(now);
-    next = std::min(next, next_sweep);
-    // Connections that may have a timer armed (timed); the others leave it.
-    for (uint32_t& slot : timed) {
-        Conn* c = slot == kGone ? nullptr : conns[slot];
-        if (!c || !wants_timer(*c)) {
-            if (c) c->in_timed = false;
-            slot = kGone;
-            continue;
+    // Only the connections whose wheel node is due (issue 22: O(1) per
+    // timer, not a pass over every connection with a timer armed).
+    wheel.advance(now, [&](TimerWheel::Node& n) {
+        Conn& c = *static_cast<Conn::TimerNode&>(n).conn;
+        c.in_timed = true;  // arms while its timers run relink the node; wake must not
+        if (c.pacer_due <= now) {  // the pacer lets it send again
+            c.pacer_due = kNever;
+            if (!c.in_ready) {
+                c.in_ready = true;
+                ready.push_back(c.idx);
+            }
         }
-        wake(*c);  // a timer may give it something to send (retries, probes, resends)
+        if (c.timer_due <= now) {
+            c.timer_due = kNever;
+            const Time next = conn_timers(c, now);  // may arm (timer_due)
+            if (next < c.timer_due) c.timer_due = next;
+            if (!wants_timer(c)) c.timer_due = kNever;
+        }
+        const Time due = std::min(c.timer_due, c.pacer_due);
+        if (due != kNever) {
+            wheel.schedule(c.tnode, due);
+        } else {
+            wheel.cancel(c.tnode);
+            c.in_timed = false;
+        }
+    });
+    next_timer = std::min(wheel.next_due(), next_sweep);
+}
+
+Time Engine::Impl::conn_timers(Conn& conn, Time now) {
+    Time next = kNever;
+    Conn* c = &conn;
+    if (!wants_timer(*c)) return kNever;
+    if (!c->in_ready) {  // a timer may give it something to send (retries, probes, resends)
+        c->in_ready = true;
+        ready.push_back(c->idx);
+    }
+    {
         switch (c->state) {
         case ConnState::connecting:
             if (c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 // R-CONN-5: CONNECT_REQ is repeated until answered or conn_timeout.
                 if (++c->ctrl_retries * cfg.connect_retry >= cfg.conn_timeout) {
                     conn_error(*c, ConnErrorCause::connect_unanswered, now);
-                    continue;
+                    return next;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
                 c->next_ctrl_retry = now + cfg.connect_retry;
             }
             if (c->next_ctrl_retry) next = std::min(next, c->next_ctrl_retry);
-            continue;
+            return next;
         case ConnState::closing:
             if (c->ctrl_retries < 1000 && c->next_ctrl_retry && now >= c->next_ctrl_retry) {
                 if (++c->ctrl_retries >= 3) {
                     close_conn(*c);
-                    continue;
+                    return next;
                 }
                 c->ctrl.push(CtrlItem{CtrlKind::disconnect, kControlPath});
                 c->next_ctrl_retry = now + cfg.connect_retry;
@@ -865,13 +955,13 @@ void Engine::Impl::timers(Time now) {
             if (c->next_ctrl_retry) next = std::min(next, c->next_ctrl_retry);
             break;
         case ConnState::established: break;
-        default: continue;
+        default: return next;
         }
         // R-CONN-6: a silent peer with work outstanding is a lost connection.
         if (c->has_outstanding()) {
             if (now - c->last_rx >= cfg.conn_timeout) {
                 conn_error(*c, ConnErrorCause::peer_silent, now);
-                continue;
+                return next;
             }
             next = std::min(next, c->last_rx + cfg.conn_timeout);
         }
@@ -932,8 +1022,7 @@ void Engine::Impl::timers(Time now) {
             }
         }
     }
-    compact(timed);
-    next_timer = next;
+    return next;
 }
 
 }  // namespace mroce

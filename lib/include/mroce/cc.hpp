@@ -252,9 +252,11 @@ private:
         Time measure_from = 0;     // start of this measurement: interval start, or first byte after silence
         double rate_kbps = 0;      // measured over the last closed interval
         uint32_t share_kbps = 0;
+        uint32_t grant_kbps = 0;   // limited: rate-based grant of the last water-filling
         uint32_t idle_intervals = 0;
         bool used = false;
         bool active = false;
+        bool limited = false;      // demand-limited at the last water-filling (R-HINT-4)
     };
     void recompute() noexcept;
     void activate(Sender& s, Time now) noexcept;
@@ -263,6 +265,11 @@ private:
     Time interval_start_ = 0;
     bool started_ = false;
     uint32_t active_ = 0;
+    // The unlimited senders' pool (issue 22: O(1) per joining sender): the
+    // capacity the demand-limited grants leave and the active unlimited
+    // senders' weight sum.
+    double free_cap_ = 0;
+    double free_w_ = 0;
     std::vector<Sender> senders_;
     std::vector<uint8_t> limited_;  // scratch of recompute(), kept to avoid reallocating
 };
