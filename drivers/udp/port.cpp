@@ -319,6 +319,19 @@ void UdpPort::learn_planes(uint32_t peer, const uint8_t* data, uint32_t len, in_
     ++st_.peer_planes_learned;
 }
 
+// A CONNECT_* whose plane block lists addr (R-PLANE-1): a peer's CONNECT_ACK
+// may come from another plane than the address it was sent to.
+bool UdpPort::block_lists(const uint8_t* data, uint32_t len, in_addr addr) noexcept {
+    if (len <= wire::kConnectLen ||
+        (data[1] != uint8_t(wire::PacketType::connect_req) && data[1] != uint8_t(wire::PacketType::connect_ack)))
+        return false;
+    wire::PlaneAddr planes[kMaxPlanes];
+    const size_t n = wire::parse_plane_block({data + wire::kConnectLen, len - wire::kConnectLen}, planes);
+    for (size_t i = 0; i < n; ++i)
+        if (htonl(planes[i].ipv4) == addr.s_addr) return true;
+    return false;
+}
+
 int UdpPort::sock_for(const TxPacket& p) {
     const uint8_t plane = p.plane < plane_addr_.size() ? p.plane : 0;
     if (p.path == kControlPath) return plane;  // the plane's listen socket
@@ -566,7 +579,8 @@ uint32_t UdpPort::peer_for_rx(const sockaddr_in& sa, const uint8_t* data, uint32
             const uint32_t dst_conn = load_be32(data + 4);
             if (auto c = peer_by_conn_.find(dst_conn);
                 dst_conn != 0 && c != peer_by_conn_.end() &&
-                (peers_[c->second].sin_addr.s_addr == sa.sin_addr.s_addr || is_peer_plane_ip(c->second, sa.sin_addr))) {
+                (peers_[c->second].sin_addr.s_addr == sa.sin_addr.s_addr || is_peer_plane_ip(c->second, sa.sin_addr) ||
+                 block_lists(data, len, sa.sin_addr))) {
                 h = c->second;
                 peer_by_addr_.emplace(k, h);
                 ++st_.peers_learned;

@@ -204,6 +204,7 @@ private:
     uint16_t open_path_on(uint8_t plane, uint16_t entropy);
     void learn_planes(uint32_t peer, const uint8_t* data, uint32_t len, in_addr from);
     bool is_peer_plane_ip(uint32_t peer, in_addr a) const noexcept;
+    static bool block_lists(const uint8_t* data, uint32_t len, in_addr addr) noexcept;
     int sock_for(const TxPacket& p);
     uint32_t peer_for_rx(const sockaddr_in& sa, const uint8_t* data, uint32_t len);
     size_t recv_sock(size_t si, size_t first, size_t vlen, size_t& produced);
