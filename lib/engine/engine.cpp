@@ -1059,6 +1059,7 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
     out = p.st;
     out.state = p.state;
     out.entropy = p.entropy;
+    out.plane = p.plane;
     out.cwnd = p.ccv.cwnd;
     out.inflight = p.inflight;
     out.srtt = p.srtt;

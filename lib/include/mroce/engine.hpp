@@ -168,6 +168,7 @@ enum class PathStateKind : uint8_t { active, failed };
 struct PathStats {
     PathStateKind state = PathStateKind::active;
     uint16_t entropy = 0;
+    uint8_t plane = 0;           // R-PLANE-2: path i % the connection's planes
     double cwnd = 0;
     uint32_t inflight = 0;
     Time srtt = 0;
