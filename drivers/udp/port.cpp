@@ -89,6 +89,10 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
     if (cfg_.path_port_span == 0 || uint32_t(cfg_.path_port_base) + cfg_.path_port_span > 65536)
         throw std::invalid_argument(fmt::format("mroce udp: path ports {}+{} do not fit in 1..65535",
                                                 cfg_.path_port_base, cfg_.path_port_span));
+    // Socket indices are int16_t (slot_sock_): every plane's listen and path sockets must fit.
+    if (plane_addr_.size() * (size_t(cfg_.path_port_span) + 1) > 32767)
+        throw std::invalid_argument(fmt::format("mroce udp: {} planes x {} path ports: more sockets than a port holds "
+                                                "(32767)", plane_addr_.size(), cfg_.path_port_span));
     if (cfg_.rx_batch == 0 || cfg_.max_datagram == 0 || cfg_.max_datagram > kGroBufSize)
         throw std::invalid_argument("mroce udp: rx_batch and max_datagram (<= 65536) must be positive");
 

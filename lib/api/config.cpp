@@ -242,6 +242,8 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
     if (base + d.path_port_span - 1 > 65535) bad("path_port_span", "path ports run past 65535");
     if (d.port >= base && d.port < base + d.path_port_span) bad("path_port_base", "path ports overlap the listen port");
     if (d.engine.min_rto > d.engine.max_rto) bad("min_rto_us", "larger than max_rto_us");
+    if (std::max<size_t>(d.planes.size(), 1) * (size_t(d.path_port_span) + 1) > 32767)
+        bad("path_port_span", "planes x (path_port_span + 1) sockets exceed 32767");
     if (d.engine.probe_interval > d.engine.probe_max_interval) bad("probe_interval_us", "larger than probe_max_interval_us");
     if (d.driver == "dpdk") {
         const DpdkDeviceConfig& p = d.dpdk;

@@ -89,6 +89,12 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
     c.num_planes = uint8_t(std::min<size_t>(c.num_planes, wire::kMaxPlanes));
     if (c.num_planes >= 2)
         impl_->plane_block_len = uint32_t(wire::encode_plane_block(impl_->plane_block, c.planes.data(), c.num_planes));
+    // Addresses a peer would refuse (zero, repeated): one plane, no block, rather than no handshake.
+    if (impl_->plane_block_len &&
+        !wire::parse_plane_block({impl_->plane_block.data(), impl_->plane_block_len}, nullptr)) {
+        impl_->plane_block_len = 0;
+        c.num_planes = 1;
+    }
     // Clamp configuration into the ranges the wire allows (R-CONN-3); a
     // caller that needs errors validates first (drivers do, from config files).
     c.max_payload = std::clamp<uint16_t>(c.max_payload, 64, uint16_t(wire::kMaxPayload));

@@ -193,3 +193,14 @@ TEST_CASE("planes: a hostile CONNECT_REQ's plane block is a counted drop (R-PLAN
     rx(d);
     CHECK(e.conn_count() == 1);
 }
+
+TEST_CASE("planes: plane addresses a peer would refuse make a one-plane device, not a failed handshake (R-PLANE-1)",
+          "[engine][planes]") {
+    EngineConfig bad = planes_cfg(3, 0);
+    bad.planes[2] = bad.planes[0];  // an address twice
+    Pair t(bad, planes_cfg(3, 1));
+    CHECK(t.a.eng.config().num_planes == 1);
+    CHECK(t.planes(t.a.eng, t.ca) == 1);
+    for (const TxPacket& p : t.connects)
+        if (is_type(p, wire::PacketType::connect_req)) CHECK(p.payload_len == 0);
+}

@@ -236,6 +236,9 @@ TEST_CASE("config: planes, one address per plane (R-PLANE-1)", "[config][planes]
         {"[device d]\nplanes = 10.1.0.2, 10.2.0.2\naddress = 10.1.0.2\n", "t.conf:3: key 'address': give either"},
         {"[device d]\nplanes = 10.1.0.2\nplanes = 10.2.0.2\n", "t.conf:3: key 'planes': repeated in [device d]"},
         {"[engine]\nplanes = 10.1.0.2\n", "t.conf:2: key 'planes': unknown in [engine]"},
+        {"[device d]\nport = 1000\npath_port_span = 4096\nplanes = 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,"
+         "10.0.0.7,10.0.0.8\n",
+         "key 'path_port_span': planes x (path_port_span + 1) sockets exceed 32767"},
         {"[device d]\ndriver = dpdk\nplanes = 10.1.0.2, 10.2.0.2\n", "t.conf:3: key 'planes': driver dpdk has one plane"},
     };
     for (const auto& k : cases) {
