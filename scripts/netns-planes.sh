@@ -17,10 +17,10 @@
 #
 #   netns-planes.sh up TAG PLANES [HOSTS]   build it (HOSTS default 2)
 #   netns-planes.sh down TAG                remove every namespace of TAG
-#   netns-planes.sh fail TAG P              plane P black-holes: its router's links go
+#   netns-planes.sh fail TAG P[,P...]       plane P black-holes: its router's links go
 #                                           down, the hosts' ends keep carrier, so hosts
 #                                           keep hashing flows onto it (a silent failure)
-#   netns-planes.sh heal TAG P              plane P forwards again (routes re-added: an
+#   netns-planes.sh heal TAG P[,P...]       plane P forwards again (routes re-added: an
 #                                           ECMP route whose next hops all went down is gone)
 #   netns-planes.sh loss TAG P PERMILLE     drop PERMILLE/1000 of the UDP packets plane P
 #                                           forwards (0: none)
@@ -36,7 +36,7 @@ cmd=${1:?usage: netns-planes.sh up|down|fail|heal|loss|ce|count|exec TAG ...}
 tag=${2:?TAG}
 meta() { cat "/run/mroce-planes-$tag" 2>/dev/null || echo "0 0"; }
 
-host_routes() {  # host i: ECMP routes to the other hosts' host addresses, over live planes
+host_routes() {  # host i: ECMP routes to the other hosts' host addresses, over live planes (ip -batch lines)
     local i=$1 planes=$2 hosts=$3 j p hops
     for ((j = 0; j < hosts; j++)); do
         ((j == i)) && continue
@@ -44,18 +44,25 @@ host_routes() {  # host i: ECMP routes to the other hosts' host addresses, over 
         for ((p = 0; p < planes; p++)); do
             hops+=" nexthop via 10.$((p + 1)).$i.1 dev pl$p weight 1"
         done
-        ip -n "${tag}h$i" route replace "10.0.0.$((j + 1))/32" $hops
+        echo "route replace 10.0.0.$((j + 1))/32 $hops"
         for ((p = 0; p < planes; p++)); do
-            ip -n "${tag}h$i" route replace "10.$((p + 1)).$j.0/24" via "10.$((p + 1)).$i.1" dev "pl$p"
+            echo "route replace 10.$((p + 1)).$j.0/24 via 10.$((p + 1)).$i.1 dev pl$p"
         done
     done
 }
 
-router_routes() {  # plane p: every host's host address through its link
+router_routes() {  # plane p: every host's host address through its link (ip -batch lines)
     local p=$1 hosts=$2 i
     for ((i = 0; i < hosts; i++)); do
-        ip -n "${tag}r$p" route replace "10.0.0.$((i + 1))/32" via "10.$((p + 1)).$i.2" dev "h$i"
+        echo "route replace 10.0.0.$((i + 1))/32 via 10.$((p + 1)).$i.2 dev h$i"
     done
+}
+
+# Fail and heal run one `ip -batch` per namespace touched: on a loaded host
+# each `ip` process costs tens of ms, and a test's outage must last what it
+# says, not what the commands took.
+plane_list() {  # "0,2" -> "0 2"
+    echo "${1//,/ }"
 }
 
 nft_router() {  # the plane's loss and CE rules, both off
@@ -105,10 +112,10 @@ up)
             ip -n "${tag}h$i" link set "pl$p" mtu 9000 up
             ip -n "$r" link set "h$i" mtu 9000 up
         done
-        router_routes "$p" "$hosts"
+        router_routes "$p" "$hosts" | ip -n "$r" -batch -
         nft_router "$p"
     done
-    for ((i = 0; i < hosts; i++)); do host_routes "$i" "$planes" "$hosts"; done
+    for ((i = 0; i < hosts; i++)); do host_routes "$i" "$planes" "$hosts" | ip -n "${tag}h$i" -batch -; done
     echo "$planes $hosts" >"/run/mroce-planes-$tag"
     ;;
 down)
@@ -117,15 +124,17 @@ down)
     ;;
 fail)
     read -r planes hosts <<<"$(meta)"
-    p=${3:?P}
-    for ((i = 0; i < hosts; i++)); do ip -n "${tag}r$p" link set "h$i" down; done
+    for p in $(plane_list "${3:?P}"); do
+        for ((i = 0; i < hosts; i++)); do echo "link set h$i down"; done | ip -n "${tag}r$p" -batch -
+    done
     ;;
 heal)
     read -r planes hosts <<<"$(meta)"
-    p=${3:?P}
-    for ((i = 0; i < hosts; i++)); do ip -n "${tag}r$p" link set "h$i" up; done
-    router_routes "$p" "$hosts"
-    for ((i = 0; i < hosts; i++)); do host_routes "$i" "$planes" "$hosts"; done
+    for p in $(plane_list "${3:?P}"); do
+        { for ((i = 0; i < hosts; i++)); do echo "link set h$i up"; done; router_routes "$p" "$hosts"; } |
+            ip -n "${tag}r$p" -batch -
+    done
+    for ((i = 0; i < hosts; i++)); do host_routes "$i" "$planes" "$hosts" | ip -n "${tag}h$i" -batch -; done
     ;;
 loss)
     p=${3:?P}

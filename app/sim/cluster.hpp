@@ -28,17 +28,22 @@ public:
     virtual ~Cluster() = default;
     virtual size_t size() const = 0;
     virtual sim::HostId host(uint32_t index) const = 0;
-    // Opens one connection (QP) from src to dst for each pair and runs the
-    // fabric until all are usable; false if they are not by limit.
+    // Opens one connection (QP) from src to dst for each pair, in order
+    // (connection c is pairs[c]; a pair may repeat, and both directions of
+    // a host pair may be asked at once), and runs the fabric until all are
+    // usable; false if they are not by limit.
     virtual bool connect(sim::Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) = 0;
-    // A WRITE of `bytes` from src into dst's memory, over their connection;
-    // completes (poll) with tag once dst has every byte.
-    virtual void write(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag) = 0;
+    // A WRITE of `bytes` over connection c (src into dst's memory); completes
+    // (poll) with tag once dst has every byte.
+    virtual void write(uint32_t c, uint64_t bytes, uint64_t tag) = 0;
     // Completions since the last call, appended to out.
     virtual void poll(std::vector<Done>& out) = 0;
     // Payload bytes placed at host index (each byte once: goodput).
     virtual uint64_t rx_bytes(uint32_t index) const = 0;
-    // Transport counters as JSON members ("\"retransmits\": 12, ...").
+    // Payload bytes connection c placed at its destination.
+    virtual uint64_t conn_rx_bytes(uint32_t c) const = 0;
+    // Transport counters as JSON members ("\"retransmits\": 12, ...");
+    // mroce adds "paths": per path index, summed over its connections.
     virtual std::string stats_json() const = 0;
 };
 

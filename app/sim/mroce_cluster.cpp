@@ -36,6 +36,7 @@ class MroceCluster final : public Cluster {
     };
     struct Conn {
         uint32_t src = 0, dst = 0, conn = 0;
+        uint32_t remote = 0;  // its id at dst
         uint32_t outstanding = 0;
         std::deque<std::pair<uint32_t, uint64_t>> waiting;  // (bytes, transfer) not yet posted
     };
@@ -57,47 +58,45 @@ public:
     size_t size() const override { return nodes_.size(); }
     sim::HostId host(uint32_t i) const override { return nodes_.at(i)->host; }
 
+    // The workloads ask for one connection per direction of a host pair (and
+    // conns_per_pair of them), but R-CONN-14 makes a simultaneous connect ONE
+    // connection: crossed CONNECT_REQs merge (no `incoming` event), and a
+    // connect() toward a peer whose connection this host accepted returns
+    // that accepted one (once). So: two waves, first every connection from a
+    // lower to a higher host index, then the rest, so no two attempts cross;
+    // and in the second, a connect() that hands back an accepted connection
+    // (already established) is called again for a new one.
     bool connect(sim::Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) override {
-        for (const auto& [a, b] : pairs) {
-            Conn c;
-            c.src = a;
-            c.dst = b;
-            if (nodes_.at(a)->eng.connect(nodes_.at(b)->host, c.conn) != Status::ok) return false;
-            conn_of_[key(a, b)] = uint32_t(conns_.size());
-            conns_.push_back(c);
+        conns_.resize(pairs.size());
+        const Time deadline = fab.now() + limit;
+        for (int wave = 0; wave < 2; ++wave) {
+            std::vector<uint32_t> now_conns;
+            for (uint32_t i = 0; i < pairs.size(); ++i) {
+                const auto [a, b] = pairs[i];
+                if ((a < b) != (wave == 0)) continue;
+                Conn& c = conns_[i];
+                c.src = a;
+                c.dst = b;
+                Engine& e = nodes_.at(a)->eng;
+                do {
+                    if (e.connect(nodes_.at(b)->host, c.conn) != Status::ok) return false;
+                } while (e.conn_state(c.conn) == ConnState::established);
+                now_conns.push_back(i);
+            }
+            if (!run_connects(fab, now_conns, deadline)) return false;
         }
-        size_t accepted = 0;
-        const bool ok = fab.run_until(
-            [&] {
-                for (size_t i = 0; i < nodes_.size(); ++i) {
-                    ConnEvent ev[64];
-                    for (size_t k = 0, n = nodes_[i]->eng.poll_events(ev, 64); k < n; ++k)
-                        if (ev[k].kind == EventKind::incoming) {
-                            Node& d = *nodes_[i];
-                            d.in_conns.push_back(ev[k].conn);
-                            if (d.eng.create_stream(ev[k].conn, 1, d.pd, d.cq, d.cq) != Status::ok)
-                                throw std::runtime_error("mroce-sim: create_stream");
-                            ++accepted;
-                        }
-                }
-                if (accepted < pairs.size()) return false;
-                for (const Conn& c : conns_)
-                    if (nodes_[c.src]->eng.conn_state(c.conn) != ConnState::established) return false;
-                return true;
-            },
-            fab.now() + limit);
-        if (!ok) return false;
-        for (const Conn& c : conns_) {
+        for (Conn& c : conns_) {
             Node& n = *nodes_[c.src];
             if (n.eng.create_stream(c.conn, 1, n.pd, n.cq, n.cq) != Status::ok) return false;
+            ConnStats st;
+            n.eng.conn_stats(c.conn, st);
+            c.remote = st.remote_conn;
         }
         return true;
     }
 
-    void write(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag) override {
-        const auto it = conn_of_.find(key(src, dst));
-        if (it == conn_of_.end()) throw std::logic_error("mroce-sim: write without a connection");
-        Conn& c = conns_[it->second];
+    void write(uint32_t ci, uint64_t bytes, uint64_t tag) override {
+        Conn& c = conns_.at(ci);
         const uint64_t t = transfers_.size();
         const uint32_t wrs = uint32_t(std::max<uint64_t>(1, (bytes + chunk_ - 1) / chunk_));
         transfers_.push_back(Transfer{tag, wrs, true});
@@ -135,35 +134,97 @@ public:
         return sum;
     }
 
+    uint64_t conn_rx_bytes(uint32_t ci) const override {
+        const Conn& c = conns_.at(ci);
+        ConnStats st;
+        nodes_[c.dst]->eng.conn_stats(c.remote, st);
+        return st.rx_payload_bytes;
+    }
+
     std::string stats_json() const override {
-        uint64_t tx = 0, retx = 0, timeouts = 0, losses = 0;
+        // Per path index (a connection's k-th UDP source port), over all connections.
+        struct Sum {
+            uint64_t tx = 0, retx = 0, losses = 0, timeouts = 0, spurious = 0, tlp = 0, ce = 0, rerouted = 0, failed = 0;
+        };
+        std::vector<Sum> per_path;
+        uint64_t tx = 0, retx = 0;
         for (const Conn& c : conns_) {
             const Engine& e = nodes_[c.src]->eng;
             ConnStats st;
             e.conn_stats(c.conn, st);
             tx += st.tx_data_packets;
             retx += st.retransmits;
+            if (per_path.size() < st.num_paths) per_path.resize(st.num_paths);
             for (uint16_t p = 0; p < st.num_paths; ++p) {
                 PathStats ps;
                 if (e.path_stats(c.conn, p, ps) != Status::ok) continue;
-                timeouts += ps.timeouts;
-                losses += ps.losses;
+                Sum& x = per_path[p];
+                x.tx += ps.tx_packets;
+                x.retx += ps.retransmits;
+                x.losses += ps.losses;
+                x.timeouts += ps.timeouts;
+                x.spurious += ps.spurious_timeouts;
+                x.tlp += ps.tail_probes;
+                x.ce += ps.ce_marks;
+                x.rerouted += ps.rerouted;
+                x.failed += ps.state == PathStateKind::failed ? 1 : 0;
             }
         }
+        Sum all;
+        std::string paths;
+        for (size_t p = 0; p < per_path.size(); ++p) {
+            const Sum& x = per_path[p];
+            all.losses += x.losses;
+            all.timeouts += x.timeouts;
+            paths += std::string(p ? ",\n    " : "\n    ") + "{\"path\": " + std::to_string(p) +
+                     ", \"tx_packets\": " + std::to_string(x.tx) + ", \"resent\": " + std::to_string(x.retx) +
+                     ", \"sack_losses\": " + std::to_string(x.losses) + ", \"timeouts\": " + std::to_string(x.timeouts) +
+                     ", \"spurious_timeouts\": " + std::to_string(x.spurious) + ", \"tail_probes\": " +
+                     std::to_string(x.tlp) + ", \"ce_echoed\": " + std::to_string(x.ce) + ", \"rerouted\": " +
+                     std::to_string(x.rerouted) + ", \"failed_at_end\": " + std::to_string(x.failed) + "}";
+        }
         return "\"data_packets\": " + std::to_string(tx) + ", \"resent_packets\": " + std::to_string(retx) +
-               ", \"sack_losses\": " + std::to_string(losses) + ", \"timeouts\": " + std::to_string(timeouts) +
-               ", \"failed_ops\": " + std::to_string(failed_);
+               ", \"sack_losses\": " + std::to_string(all.losses) + ", \"timeouts\": " + std::to_string(all.timeouts) +
+               ", \"failed_ops\": " + std::to_string(failed_) + ",\n  \"paths\": [" + paths + "]";
     }
 
 private:
-    static uint64_t key(uint32_t a, uint32_t b) { return uint64_t(a) << 32 | b; }
+    // Runs the fabric until every connection in `which` is established and
+    // its peer has accepted it (created its stream).
+    bool run_connects(sim::Fabric& fab, const std::vector<uint32_t>& which, Time deadline) {
+        // Counted from the events (`established` at the connecting end), so
+        // the check after every fabric event stays O(hosts), not O(connections).
+        size_t accepted = 0, established = 0;
+        const bool ok = fab.run_until(
+            [&] {
+                for (size_t i = 0; i < nodes_.size(); ++i) {
+                    ConnEvent ev[64];
+                    for (size_t k = 0, n = nodes_[i]->eng.poll_events(ev, 64); k < n; ++k) {
+                        if (ev[k].kind == EventKind::established) ++established;
+                        if (ev[k].kind != EventKind::incoming) continue;
+                        Node& d = *nodes_[i];
+                        d.in_conns.push_back(ev[k].conn);
+                        if (d.eng.create_stream(ev[k].conn, 1, d.pd, d.cq, d.cq) != Status::ok)
+                            throw std::runtime_error("mroce-sim: create_stream");
+                        ++accepted;
+                    }
+                }
+                return accepted >= which.size() && established >= which.size();
+            },
+            deadline);
+        if (!ok) return false;
+        for (uint32_t i : which)
+            if (nodes_[conns_[i].src]->eng.conn_state(conns_[i].conn) != ConnState::established) return false;
+        return true;
+    }
+
     void post_waiting(Conn& c) {
         Node& s = *nodes_[c.src];
         Node& d = *nodes_[c.dst];
         while (c.outstanding < depth_ && !c.waiting.empty()) {
             const auto [bytes, t] = c.waiting.front();
             SendWr wr;
-            wr.wr_id = t << 32 | conn_of_.at(key(c.src, c.dst));
+            wr.wr_id = t << 32 | uint32_t(&c - conns_.data());
             wr.op = OpKind::write;
             wr.local_addr = s.addr();
             wr.length = bytes;
@@ -180,7 +241,6 @@ private:
     uint32_t depth_ = 256;
     std::vector<std::unique_ptr<Node>> nodes_;
     std::vector<Conn> conns_;
-    std::unordered_map<uint64_t, uint32_t> conn_of_;
     std::vector<Transfer> transfers_;
     uint64_t failed_ = 0;
 };

@@ -51,6 +51,11 @@ void RoceEndpoint::create_qp(uint32_t peer, uint16_t entropy) {
     qps_.push_back(q);
 }
 
+uint64_t RoceEndpoint::rx_bytes_from(uint32_t peer) const {
+    const auto it = by_peer_.find(peer);
+    return it == by_peer_.end() ? 0 : qps_[it->second].rx_payload_bytes;
+}
+
 RoceEndpoint::Qp* RoceEndpoint::find(uint32_t peer) {
     const auto it = by_peer_.find(peer);
     return it == by_peer_.end() ? nullptr : &qps_[it->second];
@@ -95,6 +100,7 @@ void RoceEndpoint::rx_burst(const RxPacket* pkts, size_t n, Time now) {
                 if (h.psn == q->expected) {
                     ++q->expected;
                     ctr_.rx_payload_bytes += h.len;
+                    q->rx_payload_bytes += h.len;
                     q->nak_outstanding = false;
                     q->ack_due = true;
                 } else if (int32_t(h.psn - q->expected) < 0) {
@@ -207,7 +213,10 @@ size_t RoceEndpoint::tx_burst(TxPacket* out, size_t max, Time now) {
     auto put = [&](uint32_t peer, uint16_t entropy, const Header& h, uint32_t payload, bool ect) {
         TxPacket& t = out[n++];
         t.peer = peer;
-        t.path = 0;
+        // The QP's NIC port: on a multi-plane fabric (one port per plane,
+        // plane = path mod planes) each QP is bound to one port, the QPs
+        // spread over them by their entropy, as RDMA-CM binds a QP to a port.
+        t.path = uint16_t(entropy >> 8);
         t.entropy = entropy;
         t.hdr_len = sizeof h;
         t.ect = ect ? 1 : 0;

@@ -44,12 +44,15 @@ public:
 
     RoceEndpoint(const RoceSpec& spec, uint64_t line_rate_bps);
     // Creates this side's QP towards peer (both sides call it: the RC QP
-    // pair exchanged out of band, as RDMA-CM would). entropy: its UDP source port.
+    // pair exchanged out of band, as RDMA-CM would). entropy: its UDP source
+    // port. One QP per peer: a second call for the same peer is a no-op.
     void create_qp(uint32_t peer, uint16_t entropy);
     // A WRITE of bytes to peer's QP; completes when the peer acknowledged all.
     void post_write(uint32_t peer, uint64_t bytes, uint64_t tag);
     size_t take_completions(std::vector<Completion>& out);
     const RoceCounters& counters() const noexcept { return ctr_; }
+    // Payload placed from peer (in order, each byte once).
+    uint64_t rx_bytes_from(uint32_t peer) const;
 
     void rx_burst(const RxPacket* pkts, size_t n, Time now) override;
     size_t tx_burst(TxPacket* out, size_t max, Time now) override;
@@ -78,6 +81,7 @@ private:
         uint32_t timer_stage = 0, byte_stage = 0;
         // responder
         uint32_t expected = 0;        // next in-order PSN
+        uint64_t rx_payload_bytes = 0;
         bool nak_outstanding = false; // a NAK for `expected` was sent
         bool ack_due = false;
         Time last_cnp_tx = 0;

@@ -27,15 +27,23 @@ public:
     sim::HostId host(uint32_t i) const override { return hosts_.at(i); }
     bool connect(sim::Fabric&, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time) override {
         for (const auto& [a, b] : pairs) {
-            // One UDP source port per QP pair: ECMP pins it to one route.
+            // One UDP source port per QP pair: ECMP pins it to one route. One
+            // QP pair per host pair serves both directions and every
+            // connection asked between them (conns_per_pair is mroce's).
             const uint16_t entropy = uint16_t(sim::splitmix64(uint64_t(a) << 32 | b) | 1);
             eps_.at(a)->create_qp(hosts_.at(b), entropy);
             eps_.at(b)->create_qp(hosts_.at(a), entropy);
         }
+        pairs_ = pairs;
         return true;
     }
-    void write(uint32_t src, uint32_t dst, uint64_t bytes, uint64_t tag) override {
+    void write(uint32_t c, uint64_t bytes, uint64_t tag) override {
+        const auto [src, dst] = pairs_.at(c);
         eps_.at(src)->post_write(hosts_.at(dst), bytes, tag);
+    }
+    uint64_t conn_rx_bytes(uint32_t c) const override {
+        const auto [src, dst] = pairs_.at(c);
+        return eps_.at(dst)->rx_bytes_from(hosts_.at(src));
     }
     void poll(std::vector<Done>& out) override {
         for (auto& ep : eps_) {
@@ -68,6 +76,7 @@ private:
     std::vector<sim::HostId> hosts_;
     std::vector<uint32_t> index_of_;
     std::vector<RoceEndpoint::Completion> scratch_;
+    std::vector<std::pair<uint32_t, uint32_t>> pairs_;
 };
 
 }  // namespace

@@ -28,6 +28,11 @@ struct Built {
     std::vector<std::vector<LinkId>> host_down;   // per host index: links into it
     PlanesTopology planes;
     bool has_planes = false;
+    // Per-path/plane statistics: planes: one group per plane (all its links);
+    // pair: one per parallel path (both directions); star: one, every link.
+    // group_tx: per group, the first-hop links whose bytes the CSV reports.
+    const char* group_kind = "plane";
+    std::vector<std::vector<LinkId>> groups, group_tx;
 };
 
 Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
@@ -57,6 +62,11 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
             b.host_links[1] = t.reverse;
             b.host_down[0] = t.reverse;
             b.host_down[1] = t.forward;
+            b.group_kind = "path";
+            for (size_t i = 0; i < t.forward.size(); ++i) {
+                b.groups.push_back({t.forward[i], t.reverse[i]});
+                b.group_tx.push_back({t.forward[i], t.reverse[i]});
+            }
             break;
         }
         case TopologyKind::star: {
@@ -70,6 +80,10 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
                 b.host_links[i] = {t.access[i - 1]};
                 b.host_down[i] = {t.downlink[i - 1]};
             }
+            b.group_kind = "fabric";
+            b.groups.emplace_back();
+            for (LinkId l = 0; l < fab.num_links(); ++l) b.groups.back().push_back(l);
+            b.group_tx.push_back({t.bottleneck});
             break;
         }
         case TopologyKind::planes: {
@@ -86,6 +100,11 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
                     b.host_links[h].push_back(b.planes.up[h * f.planes + p]);
                     b.host_down[h].push_back(b.planes.down[h * f.planes + p]);
                 }
+            for (uint16_t p = 0; p < f.planes; ++p) {
+                b.groups.push_back(b.planes.plane_links(p));
+                b.group_tx.emplace_back();
+                for (size_t h = 0; h < hosts.size(); ++h) b.group_tx.back().push_back(b.planes.up[h * f.planes + p]);
+            }
             break;
         }
     }
@@ -112,6 +131,12 @@ void apply_loss(Fabric& fab, const Scenario& s, const Built& b) {
                 fab.link(l).set_loss(1 - (1 - p) * (1 - s.fabric.path_loss));
             }
     }
+}
+
+uint64_t group_tx_bytes(Fabric& fab, const std::vector<LinkId>& links) {
+    uint64_t sum = 0;
+    for (LinkId l : links) sum += fab.link(l).counters().tx_bytes;
+    return sum;
 }
 
 uint64_t plane_tx(Fabric& fab, const Built& b, uint16_t plane) {
@@ -188,7 +213,7 @@ public:
 
 private:
     void post(Cluster& c, uint32_t i, uint32_t k) {
-        c.write(i, (i + 1) % n_, step_bytes_, uint64_t(i) << 32 | k);
+        c.write(i, step_bytes_, uint64_t(i) << 32 | k);  // connection i: i -> i + 1
         sent_[i] += step_bytes_;
     }
     uint32_t n_;
@@ -209,7 +234,7 @@ public:
         return p;
     }
     void start(Cluster& c) override {
-        for (uint32_t i = 1; i < n_; ++i) c.write(i, 0, bytes_, i);
+        for (uint32_t i = 1; i < n_; ++i) c.write(i - 1, bytes_, i);  // connection i - 1: i -> 0
     }
     void on_done(Cluster&, const Done& d, Time now) override {
         finish_[d.tag] = now;
@@ -226,6 +251,59 @@ private:
     std::vector<Time> finish_;
     uint64_t done_ = 0;
 };
+
+// All-to-all or permutation: every host's `bytes` go out at once as one
+// transfer per connection (conns_per_pair of them per host pair, the bytes
+// split evenly), each its own operation. All-to-all: to every other host;
+// permutation: host i to host (i + n/2) mod n, so every host sends to one
+// and receives from one.
+class Flows final : public Workload {
+public:
+    Flows(uint32_t n, uint64_t bytes, uint32_t k, bool all) : sent_(n, 0) {
+        for (uint32_t i = 0; i < n; ++i) {
+            std::vector<uint32_t> dsts;
+            if (all) {
+                for (uint32_t j = 1; j < n; ++j) dsts.push_back((i + j) % n);
+            } else {
+                dsts.push_back((i + std::max<uint32_t>(1, n / 2)) % n);
+            }
+            const uint64_t per = std::max<uint64_t>(1, bytes / (uint64_t(dsts.size()) * k));
+            for (uint32_t d : dsts)
+                for (uint32_t x = 0; x < k; ++x) {
+                    pairs_.emplace_back(i, d);
+                    bytes_.push_back(per);
+                    sent_[i] += per;
+                }
+        }
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> pairs() const override { return pairs_; }
+    void start(Cluster& c) override {
+        for (uint32_t i = 0; i < pairs_.size(); ++i) c.write(i, bytes_[i], i);
+    }
+    void on_done(Cluster&, const Done&, Time) override { ++done_; }
+    bool finished() const override { return done_ == pairs_.size(); }
+    uint64_t ops() const override { return pairs_.size(); }
+    uint64_t sent_by(uint32_t h) const override { return sent_[h]; }
+
+private:
+    std::vector<std::pair<uint32_t, uint32_t>> pairs_;
+    std::vector<uint64_t> bytes_;
+    std::vector<uint64_t> sent_;
+    uint64_t done_ = 0;
+};
+
+// Unloaded round trip: a full data packet through every hop and a header-only
+// ack back (transport header 72 B, as mroce's; the fabric's framing).
+Time base_rtt(const Scenario& s) {
+    const FabricSpec& f = s.fabric;
+    const uint32_t hops = f.topology == TopologyKind::pair ? 1
+                          : f.topology == TopologyKind::star ? 2
+                          : f.hosts_per_leaf >= f.hosts   ? 2
+                                                          : 4;
+    const uint32_t payload = s.transport == TransportKind::mroce ? s.engine.max_payload : s.roce.mtu;
+    auto ser = [&](uint64_t bytes) { return Time(double(bytes) * 8e9 / double(f.link_bps)); };
+    return hops * (2 * f.link_delay + ser(payload + 72 + f.overhead_bytes) + ser(72 + f.overhead_bytes));
+}
 
 double jain(const std::vector<double>& x) {
     double s = 0, s2 = 0;
@@ -254,8 +332,15 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     const Built built = build_fabric(fab, s, *cluster);
     std::unique_ptr<Workload> wl;
     const uint32_t n = uint32_t(cluster->size());
-    if (s.workload.kind == WorkloadKind::ring_allreduce) wl = std::make_unique<RingAllReduce>(n, s.workload.bytes);
-    else wl = std::make_unique<Incast>(n, s.workload.bytes);
+    switch (s.workload.kind) {
+        case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes); break;
+        case WorkloadKind::incast: wl = std::make_unique<Incast>(n, s.workload.bytes); break;
+        case WorkloadKind::all_to_all:
+        case WorkloadKind::permutation:
+            wl = std::make_unique<Flows>(n, s.workload.bytes, s.workload.conns_per_pair,
+                                         s.workload.kind == WorkloadKind::all_to_all);
+            break;
+    }
 
     if (!cluster->connect(fab, wl->pairs(), 1'000'000'000))
         throw std::runtime_error("mroce-sim: connections did not come up within 1 s of virtual time");
@@ -266,10 +351,30 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     schedule_events(fab, s, built, start, plane_base);
 
     RunResult r;
+    r.base_rtt = base_rtt(s);
     std::vector<uint64_t> rx0(n);
     uint64_t rx_prev = 0;
     for (uint32_t i = 0; i < n; ++i) rx_prev += rx0[i] = cluster->rx_bytes(i);
+    std::vector<uint64_t> grp_prev;
+    for (const auto& g : built.group_tx) grp_prev.push_back(group_tx_bytes(fab, g));
+    // incast: per-sender bytes placed, for the Jain index over time
+    const bool incast = s.workload.kind == WorkloadKind::incast;
+    const uint32_t nconns = uint32_t(wl->pairs().size());
+    auto conn_bytes = [&] {
+        std::vector<uint64_t> v(nconns);
+        for (uint32_t c = 0; c < nconns; ++c) v[c] = cluster->conn_rx_bytes(c);
+        return v;
+    };
+    auto jain_of = [](const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+        std::vector<double> d(a.size());
+        for (size_t i = 0; i < a.size(); ++i) d[i] = double(a[i] - b[i]);
+        return jain(d);
+    };
+    std::vector<uint64_t> conn_prev, conn_at_2rtt;
+    if (incast) conn_prev = conn_bytes();
+    const Time at_2rtt = start + 2 * r.base_rtt;
     Time next_sample = s.sample_interval ? start + s.sample_interval : kNever;
+    Time last_sample = start;
     wl->start(*cluster);
     std::vector<Done> done;
     auto last_print = std::chrono::steady_clock::now();
@@ -278,6 +383,9 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         fab.run_until(std::min(limit, fab.now() + s.slice));
         done.clear();
         cluster->poll(done);
+        if (incast && conn_at_2rtt.empty() && fab.now() >= at_2rtt) conn_at_2rtt = conn_bytes();
+        if (incast && !done.empty() && r.op_times.empty() && !conn_at_2rtt.empty())
+            r.jain_from_2rtt = jain_of(conn_bytes(), conn_at_2rtt);
         for (const Done& d : done) {
             if (!d.ok) ++r.failed_ops;
             r.op_times.push_back(fab.now() - start);
@@ -286,9 +394,23 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         if (fab.now() >= next_sample) {
             uint64_t rx = 0;
             for (uint32_t i = 0; i < n; ++i) rx += cluster->rx_bytes(i);
-            r.series.push_back({fab.now() - start, double(rx - rx_prev) * 8.0 / double(s.sample_interval)});
+            // Over the time since the last sample (slices need not divide sample_us).
+            const double dt = double(fab.now() - last_sample);
+            last_sample = fab.now();
+            RunResult::Sample x{fab.now() - start, double(rx - rx_prev) * 8.0 / dt, {}, 0};
+            for (size_t g = 0; g < built.group_tx.size(); ++g) {
+                const uint64_t b = group_tx_bytes(fab, built.group_tx[g]);
+                x.group_gbps.push_back(double(b - grp_prev[g]) * 8.0 / dt);
+                grp_prev[g] = b;
+            }
+            if (incast) {
+                std::vector<uint64_t> now_b = conn_bytes();
+                x.jain = jain_of(now_b, conn_prev);
+                conn_prev = std::move(now_b);
+            }
+            r.series.push_back(std::move(x));
             rx_prev = rx;
-            next_sample += s.sample_interval;
+            while (next_sample <= fab.now()) next_sample += s.sample_interval;
         }
         if (progress) {
             const auto now = std::chrono::steady_clock::now();
@@ -323,6 +445,35 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         r.pfc_pauses += c.pfc_pauses;
         r.pfc_paused_ns += c.pfc_paused_ns;
     }
+    // A host's own first-hop link is its NIC's queue (pair: the links are the whole path).
+    std::vector<bool> nic(fab.num_links(), false);
+    if (s.fabric.topology != TopologyKind::pair)
+        for (const auto& links : built.host_links)
+            for (LinkId l : links) nic[l] = true;
+    for (LinkId l = 0; l < fab.num_links(); ++l)
+        if (!nic[l]) r.switch_max_queue_bytes = std::max(r.switch_max_queue_bytes, fab.link(l).counters().max_queue_bytes);
+    r.group_kind = built.group_kind;
+    for (const auto& g : built.groups) {
+        RunResult::GroupStats gs;
+        uint64_t samples = 0, sum = 0;
+        for (LinkId l : g) {
+            const LinkCounters& c = fab.link(l).counters();
+            gs.tx_packets += c.tx_packets;
+            gs.drop_queue += c.drop_queue;
+            gs.drop_loss += c.drop_loss;
+            gs.drop_down += c.drop_down;
+            gs.ce_marks += c.ce_marks;
+            if (nic[l]) {
+                gs.nic_max_queue_bytes = std::max(gs.nic_max_queue_bytes, c.max_queue_bytes);
+                continue;
+            }
+            gs.max_queue_bytes = std::max(gs.max_queue_bytes, c.max_queue_bytes);
+            samples += c.queue_samples;
+            sum += c.queue_bytes_sum;
+        }
+        gs.mean_queue_bytes = samples ? double(sum) / double(samples) : 0.0;
+        r.groups.push_back(gs);
+    }
     if (built.has_planes)
         for (uint16_t p = 0; p < s.fabric.planes; ++p) r.plane_packets.push_back(plane_tx(fab, built, p) - plane_base[p]);
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -346,7 +497,8 @@ std::string RunResult::json(const Scenario& s) const {
          ", \"failed_ops\": " + std::to_string(failed_ops) + ",\n";
     o += "  \"jct_us\": " + num(double(jct) / 1e3) + ", \"op_completion_us\": {\"p50\": " + num(pct(0.5)) +
          ", \"p99\": " + num(pct(0.99)) + ", \"max\": " + num(t.empty() ? 0.0 : double(t.back()) / 1e3) + "},\n";
-    o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) + ",\n";
+    o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) +
+         ", \"jain_from_2rtt\": " + num(jain_from_2rtt) + ", \"base_rtt_us\": " + num(double(base_rtt) / 1e3) + ",\n";
     o += "  \"host_gbps\": [";
     for (size_t i = 0; i < host_gbps.size(); ++i) o += (i ? ", " : "") + num(host_gbps[i]);
     o += "],\n";
@@ -354,16 +506,35 @@ std::string RunResult::json(const Scenario& s) const {
     for (size_t i = 0; i < plane_packets.size(); ++i) o += (i ? ", " : "") + std::to_string(plane_packets[i]);
     o += "],\n";
     o += "  \"fabric\": {\"drops\": " + std::to_string(fabric_drops) + ", \"ce_marks\": " + std::to_string(ce_marks) +
-         ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) + ", \"pfc_pauses\": " + std::to_string(pfc_pauses) +
+         ", \"max_queue_bytes\": " + std::to_string(max_queue_bytes) +
+         ", \"switch_max_queue_bytes\": " + std::to_string(switch_max_queue_bytes) + ", \"pfc_pauses\": " + std::to_string(pfc_pauses) +
          ", \"pfc_paused_us\": " + num(double(pfc_paused_ns) / 1e3) + "},\n";
+    o += "  \"per_" + group_kind + "\": [";
+    for (size_t i = 0; i < groups.size(); ++i) {
+        const GroupStats& g = groups[i];
+        o += std::string(i ? ",\n    " : "\n    ") + "{\"" + group_kind + "\": " + std::to_string(i) +
+             ", \"tx_packets\": " + std::to_string(g.tx_packets) + ", \"drop_queue\": " + std::to_string(g.drop_queue) +
+             ", \"drop_loss\": " + std::to_string(g.drop_loss) + ", \"drop_down\": " + std::to_string(g.drop_down) +
+             ", \"ce_marks\": " + std::to_string(g.ce_marks) + ", \"max_queue_bytes\": " + std::to_string(g.max_queue_bytes) +
+             ", \"nic_max_queue_bytes\": " + std::to_string(g.nic_max_queue_bytes) +
+             ", \"mean_queue_bytes\": " + num(g.mean_queue_bytes) + "}";
+    }
+    o += "],\n";
     o += "  \"transport_stats\": {" + transport_stats + "},\n";
     o += "  \"wall_s\": " + num(wall_s) + "\n}\n";
     return o;
 }
 
 void RunResult::write_csv(std::FILE* f) const {
-    std::fprintf(f, "time_us,aggregate_gbps\n");
-    for (const Sample& x : series) std::fprintf(f, "%.3f,%.6g\n", double(x.t) / 1e3, x.gbps);
+    // time, aggregate goodput (payload placed), wire Gbit/s into each plane/path, incast's Jain index
+    std::fprintf(f, "time_us,aggregate_gbps");
+    for (size_t g = 0; g < groups.size(); ++g) std::fprintf(f, ",%s%zu_wire_gbps", group_kind.c_str(), g);
+    std::fprintf(f, ",jain\n");
+    for (const Sample& x : series) {
+        std::fprintf(f, "%.3f,%.6g", double(x.t) / 1e3, x.gbps);
+        for (double g : x.group_gbps) std::fprintf(f, ",%.6g", g);
+        std::fprintf(f, ",%.6g\n", x.jain);
+    }
 }
 
 }  // namespace mroce::simapp

@@ -24,12 +24,29 @@ struct RunResult {
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
     std::string transport_stats;     // JSON members
     uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;
+    uint64_t switch_max_queue_bytes = 0;  // max_queue_bytes without the hosts' own links (NIC queues)
     uint64_t pfc_pauses = 0;         // PFC: pauses, and link-time spent paused (all links)
     Time pfc_paused_ns = 0;
     struct Sample {
         Time t;
         double gbps;
+        std::vector<double> group_gbps;  // wire Gbit/s into each plane/path (its first-hop links)
+        double jain = 0;                 // incast: over the senders' bytes placed in this sample
     };
+    // Per plane (planes topology), parallel path (pair) or the whole fabric
+    // (star): every link of it, both directions.
+    struct GroupStats {
+        uint64_t tx_packets = 0, drop_queue = 0, drop_loss = 0, drop_down = 0, ce_marks = 0;
+        uint64_t max_queue_bytes = 0;     // switch ports (hosts' own links, their NIC queues, apart)
+        uint64_t nic_max_queue_bytes = 0; // hosts' own first-hop links: what the NICs held
+        double mean_queue_bytes = 0;      // backlog arrivals found at its switch ports, averaged over arrivals
+    };
+    std::string group_kind;
+    std::vector<GroupStats> groups;
+    Time base_rtt = 0;               // one full data packet out, a header-only ack back, unloaded
+    // incast: Jain index over the senders' bytes placed from 2 base RTTs
+    // after the start to the first sender's completion (all still sending).
+    double jain_from_2rtt = 0;
     // Per plane: data crossing its host links since its last plane_up event
     // (since the start if none): a recovered plane is used again.
     std::vector<uint64_t> plane_packets;

@@ -112,9 +112,14 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         WorkloadSpec& wl = s.workload;
         if (k == "kind")
             wl.kind = parse_enum<WorkloadKind>(
-                w, v, {{"ring_allreduce", WorkloadKind::ring_allreduce}, {"incast", WorkloadKind::incast}});
+                w, v,
+                {{"ring_allreduce", WorkloadKind::ring_allreduce},
+                 {"incast", WorkloadKind::incast},
+                 {"all_to_all", WorkloadKind::all_to_all},
+                 {"permutation", WorkloadKind::permutation}});
         else if (k == "bytes") wl.bytes = parse_uint(w, v, 1, 1024 * kGiB);
         else if (k == "chunk_bytes") wl.chunk_bytes = uint32_t(parse_uint(w, v, 4096, 1u << 30));
+        else if (k == "conns_per_pair") wl.conns_per_pair = uint32_t(parse_uint(w, v, 1, 4096));
         else if (k == "time_limit_ms") wl.time_limit = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
         else return false;
     } else if (sec == "event") {
@@ -196,7 +201,13 @@ void check(const Scenario& s) {
 
 const char* to_string(TransportKind k) noexcept { return k == TransportKind::mroce ? "mroce" : "roce"; }
 const char* to_string(WorkloadKind k) noexcept {
-    return k == WorkloadKind::ring_allreduce ? "ring_allreduce" : "incast";
+    switch (k) {
+        case WorkloadKind::ring_allreduce: return "ring_allreduce";
+        case WorkloadKind::incast: return "incast";
+        case WorkloadKind::all_to_all: return "all_to_all";
+        case WorkloadKind::permutation: return "permutation";
+    }
+    return "?";
 }
 
 Scenario parse_scenario(std::string_view text, const std::string& origin) {

@@ -18,7 +18,7 @@ namespace mroce::simapp {
 
 enum class TopologyKind { pair, star, planes };
 enum class TransportKind { mroce, roce };
-enum class WorkloadKind { ring_allreduce, incast };
+enum class WorkloadKind { ring_allreduce, incast, all_to_all, permutation };
 enum class EventAction { plane_down, plane_up, link_down, link_up };
 
 struct FabricSpec {
@@ -49,8 +49,9 @@ struct RoceSpec {
 
 struct WorkloadSpec {
     WorkloadKind kind = WorkloadKind::ring_allreduce;
-    uint64_t bytes = 8 << 20;        // ring: per host; incast: per sender
+    uint64_t bytes = 8 << 20;        // ring, all_to_all, permutation: per host; incast: per sender
     uint32_t chunk_bytes = 1 << 20;  // largest single WRITE
+    uint32_t conns_per_pair = 1;     // all_to_all, permutation: connections per (src, dst), bytes split among them
     Time time_limit = 10'000'000'000;
 };
 

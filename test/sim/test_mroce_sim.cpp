@@ -153,6 +153,64 @@ target = 1
     REQUIRE(r.plane_packets.size() == 2);
     CHECK(r.jct > 300'000);     // the run outlived the outage
     CHECK(r.plane_packets[1] > r.plane_packets[0] / 4);  // back in use after it returned
+    // Per-plane statistics: the packets lost to the failure are the failed plane's.
+    REQUIRE(r.groups.size() == 2);
+    CHECK(r.group_kind == "plane");
+    CHECK(r.groups[1].drop_down > 0);
+    CHECK(r.groups[0].drop_down == 0);
+    CHECK(r.groups[0].tx_packets > 0);
+}
+
+TEST_CASE("planes scale: all-to-all over 2 planes carries about twice one plane's", "[mroce-sim]") {
+    // Both directions of every host pair, 2 connections each: also checks
+    // that such connections come up (R-CONN-14 would merge crossed ones).
+    auto run = [](int planes) {
+        Scenario s = parse_scenario(kRing, "a2a");
+        override_scenario(s, "workload.kind=all_to_all");
+        override_scenario(s, "workload.conns_per_pair=2");
+        override_scenario(s, "fabric.planes=" + std::to_string(planes));
+        override_scenario(s, "engine.paths=" + std::to_string(2 * planes));
+        override_scenario(s, "workload.bytes=" + std::to_string(planes * (2 << 20)));  // same duration
+        return run_scenario(s);
+    };
+    const RunResult one = run(1), two = run(2);
+    REQUIRE(one.completed);
+    REQUIRE(two.completed);
+    CHECK(one.ops == 4 * 3 * 2);
+    CHECK(two.failed_ops == 0);
+    INFO("1 plane " << one.aggregate_gbps << " Gbit/s, 2 planes " << two.aggregate_gbps);
+    CHECK(two.aggregate_gbps >= 1.8 * one.aggregate_gbps);
+    REQUIRE(two.groups.size() == 2);
+    CHECK(two.groups[1].tx_packets > two.groups[0].tx_packets / 2);  // both planes used
+}
+
+TEST_CASE("incast with receiver hints is fair from the second round trip on", "[mroce-sim]") {
+    Scenario s = parse_scenario(R"(
+[fabric]
+topology = star
+hosts = 17
+link_gbps = 100
+link_delay_ns = 1000
+[workload]
+kind = incast
+bytes = 1048576
+)",
+                                "incast-hints");
+    const RunResult r = run_scenario(s);
+    REQUIRE(r.completed);
+    CHECK(r.failed_ops == 0);
+    INFO("jain from 2 RTTs " << r.jain_from_2rtt << ", overall " << r.jain << ", base RTT " << r.base_rtt
+                             << " ns, drops " << r.fabric_drops << ", peak switch queue " << r.switch_max_queue_bytes);
+    CHECK(r.base_rtt > 4'000);   // 2 hops, 1 us each way
+    CHECK(r.jain_from_2rtt >= 0.95);
+    CHECK(r.fabric_drops == 0);
+    CHECK(r.switch_max_queue_bytes < (1u << 20));
+    // Without hints the senders find their shares through loss and ECN alone.
+    override_scenario(s, "engine.rate_hints=false");
+    const RunResult no = run_scenario(s);
+    REQUIRE(no.completed);
+    INFO("without hints: jain from 2 RTTs " << no.jain_from_2rtt << ", drops " << no.fabric_drops);
+    CHECK(no.jain_from_2rtt < r.jain_from_2rtt);
 }
 
 TEST_CASE("PFC in the fabric makes the RoCEv2 baseline's incast lossless by pausing", "[mroce-sim][pfc]") {
