@@ -6,6 +6,7 @@
 // DpdkTransport is in open_device_dpdk.cpp (built when DPDK is found).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <string>
 #include <system_error>
 
@@ -60,8 +61,24 @@ public:
         return t;
     }
     uint32_t link_mtu() const noexcept override { return port_.link_mtu(); }
+    size_t num_planes() const noexcept override { return port_.num_planes(); }
+    PlaneInfo plane_info(size_t plane) const override {
+        PlaneInfo i;
+        if (plane >= port_.num_planes()) return i;
+        char buf[INET_ADDRSTRLEN] = {};
+        const in_addr a = port_.plane_address(plane);
+        inet_ntop(AF_INET, &a, buf, sizeof buf);
+        i.address = buf;
+        const udp::PlaneCounters& c = port_.stats().plane[plane];
+        i.tx_packets = c.tx_packets;
+        i.tx_bytes = c.tx_bytes;
+        i.rx_packets = c.rx_packets;
+        i.rx_bytes = c.rx_bytes;
+        return i;
+    }
     std::string describe() const override {
         std::string d = "udp " + port_.config().local_ip + ":" + std::to_string(port_.config().listen_port);
+        if (port_.num_planes() > 1) d += " (" + std::to_string(port_.num_planes()) + " planes)";
         if (port_.link_mtu()) d += " via " + port_.link_name() + " (MTU " + std::to_string(port_.link_mtu()) + ")";
         return d;
     }
@@ -81,6 +98,7 @@ std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
     if (cfg.driver == "udp") {
         udp::UdpConfig uc;
         uc.local_ip = cfg.address;
+        uc.plane_ips = cfg.planes;
         uc.listen_port = cfg.port;
         uc.path_port_base = cfg.path_port_base ? cfg.path_port_base : uint16_t(cfg.port + 1);
         uc.path_port_span = cfg.path_port_span;
@@ -99,7 +117,17 @@ std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
             throw Error("device '" + cfg.name + "' (udp " + cfg.address + ":" + std::to_string(cfg.port) +
                         "): " + e.what());
         }
-        return std::make_unique<Device>(cfg, std::move(t));
+        // R-PLANE-1: the engine announces the planes' addresses in its handshakes.
+        DeviceConfig c = cfg;
+        if (cfg.planes.size() > 1) {
+            c.engine.num_planes = uint8_t(std::min(cfg.planes.size(), wire::kMaxPlanes));
+            for (size_t p = 0; p < c.engine.num_planes; ++p) {
+                in_addr a{};
+                inet_pton(AF_INET, cfg.planes[p].c_str(), &a);   // checked by UdpPort
+                c.engine.planes[p] = wire::PlaneAddr{ntohl(a.s_addr), cfg.port};
+            }
+        }
+        return std::make_unique<Device>(c, std::move(t));
     }
     if (cfg.driver == "dpdk") {
 #ifdef MROCE_HAVE_DPDK

@@ -173,6 +173,44 @@ CONFORM_TEST(refusing_incoming, "R-CONN-8",
     check_eq(counter(t.ctl, "connects_refused") - before, uint64_t(1), "connects_refused");
 }
 
+CONFORM_TEST(plane_block, "R-PLANE-1 R-WIRE-6 R-WIRE-7",
+             "a CONNECT_REQ with a plane block is answered by a one-plane endpoint with a CONNECT_ACK without one; a "
+             "malformed block is dropped and counted inconsistent, one of more than 8 planes oversized") {
+    Env e = setup(t, Setup{.connect = false});
+    const uint64_t inc0 = counter(t.ctl, "rx_inconsistent"), ovs0 = counter(t.ctl, "rx_oversized");
+    ConnParams cp;
+    cp.conn_id = 0x00C0FFEE;
+    const std::vector<uint8_t> req = e.p().connect_req(cp);
+    // Plane 0 is where we are (127.0.0.1, our listening port), plane 1 another address.
+    const wire::PlaneAddr planes[9] = {{0x7F000001u, e.p().port()}, {0x0A020002u, e.p().port()},
+                                       {0x0A030002u, 1}, {0x0A040002u, 1}, {0x0A050002u, 1}, {0x0A060002u, 1},
+                                       {0x0A070002u, 1}, {0x0A080002u, 1}, {0x0A090002u, 1}};
+    std::vector<uint8_t> blk(wire::kMaxPlaneBlock);
+    blk.resize(wire::encode_plane_block(blk, planes, 2));
+    std::vector<uint8_t> bad = req;
+    bad.insert(bad.end(), blk.begin(), blk.end());
+    bad[wire::kConnectLen] = 3;  // three announced, two listed
+    e.p().send_raw(bad);
+    std::vector<uint8_t> big = req;  // nine planes: past the room for eight
+    big.push_back(9);
+    big.insert(big.end(), 3, 0);
+    for (const wire::PlaneAddr& a : planes) {
+        const uint8_t ent[8] = {uint8_t(a.ipv4 >> 24), uint8_t(a.ipv4 >> 16), uint8_t(a.ipv4 >> 8), uint8_t(a.ipv4),
+                                uint8_t(a.port >> 8), uint8_t(a.port), 0, 0};
+        big.insert(big.end(), ent, ent + 8);
+    }
+    e.p().send_raw(big);
+    e.p().quiet(answer_from(e.p()), 30 * kMs, "no answer to a CONNECT_REQ with a malformed plane block");
+    check_eq(counter(t.ctl, "rx_inconsistent") - inc0, uint64_t(1), "rx_inconsistent");
+    check_eq(counter(t.ctl, "rx_oversized") - ovs0, uint64_t(1), "rx_oversized");
+    std::vector<uint8_t> good = req;
+    good.insert(good.end(), blk.begin(), blk.end());
+    e.p().send_raw(good);
+    const auto a = e.p().wait(is_ctrl(PacketType::connect_ack), 1000 * kMs, "a CONNECT_ACK");
+    check(a.pk.common.dst_conn == cp.conn_id && a.pk.connect.num_planes == 0 && a.raw.size() == wire::kConnectLen,
+          "to our id, 44 bytes: a one-plane endpoint announces no planes", a.str());
+}
+
 CONFORM_TEST(disconnect_by_iut, "R-CONN-9",
              "disconnect: DISCONNECT from the listening port, at most 3 transmissions connect_retry apart, then closed; the "
              "outstanding WRITE is flushed") {

@@ -458,6 +458,19 @@ void print_path_table(FILE* f, const std::vector<PathStats>& paths) {
                      double(paths[p].min_rtt) / 1e3, paths[p].cwnd);
 }
 
+// Per-plane traffic of this end (R-PLANE-5): printed when the device has more than one plane.
+void print_plane_table(FILE* f, const Device& dev) {
+    if (dev.num_planes() < 2) return;
+    std::fprintf(f, " %-5s %-16s %-12s %-14s %-12s %-14s\n", "plane", "address", "tx_packets", "tx_bytes", "rx_packets",
+                 "rx_bytes");
+    for (size_t p = 0; p < dev.num_planes(); ++p) {
+        PlaneInfo i;
+        if (!dev.query_plane(p, i)) continue;
+        std::fprintf(f, " %-5zu %-16s %-12" PRIu64 " %-14" PRIu64 " %-12" PRIu64 " %-14" PRIu64 "\n", p,
+                     i.address.c_str(), i.tx_packets, i.tx_bytes, i.rx_packets, i.rx_bytes);
+    }
+}
+
 // What a user needs to tell a dead peer from a stalled transfer: printed to stderr when the
 // connection fails, before the error itself.
 void print_failure_state(const Device& dev, const Connection& conn) {
@@ -918,6 +931,7 @@ int run_client(const Opts& o) {
                         "  injected drops (client rx) %" PRIu64 " (server rx) %" PRIu64 "\n",
                         cs.retransmits, cs.duplicates, cs.rnr_drops, ds.injected_drops, r.injected_drops);
             print_path_table(stdout, paths);
+            print_plane_table(stdout, *dev);
             std::printf(" drops at server: decode %" PRIu64 "  unknown conn %" PRIu64 "  stale %" PRIu64 "\n",
                         r.rx_decode_errors, r.rx_unknown_conn, r.rx_stale);
             std::printf("---------------------------------------------------------------------------\n");

@@ -74,11 +74,25 @@ uint32_t interface_mtu(int fd, in_addr addr, std::string& name) {
 }  // namespace
 
 UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
-    if (inet_pton(AF_INET, cfg_.local_ip.c_str(), &local_addr_) != 1)
-        throw std::invalid_argument(fmt::format("mroce udp: local_ip '{}' is not an IPv4 address", cfg_.local_ip));
+    if (cfg_.plane_ips.size() > kMaxPlanes)
+        throw std::invalid_argument(fmt::format("mroce udp: {} planes, at most {}", cfg_.plane_ips.size(), kMaxPlanes));
+    const std::vector<std::string> ips = cfg_.plane_ips.empty() ? std::vector<std::string>{cfg_.local_ip} : cfg_.plane_ips;
+    for (const std::string& ip : ips) {
+        in_addr a{};
+        if (inet_pton(AF_INET, ip.c_str(), &a) != 1)
+            throw std::invalid_argument(fmt::format("mroce udp: local address '{}' is not an IPv4 address", ip));
+        for (const in_addr& b : plane_addr_)
+            if (b.s_addr == a.s_addr) throw std::invalid_argument(fmt::format("mroce udp: plane address {} given twice", ip));
+        plane_addr_.push_back(a);
+    }
+    if (!cfg_.plane_ips.empty()) cfg_.local_ip = cfg_.plane_ips[0];
     if (cfg_.path_port_span == 0 || uint32_t(cfg_.path_port_base) + cfg_.path_port_span > 65536)
         throw std::invalid_argument(fmt::format("mroce udp: path ports {}+{} do not fit in 1..65535",
                                                 cfg_.path_port_base, cfg_.path_port_span));
+    // Socket indices are int16_t (slot_sock_): every plane's listen and path sockets must fit.
+    if (plane_addr_.size() * (size_t(cfg_.path_port_span) + 1) > 32767)
+        throw std::invalid_argument(fmt::format("mroce udp: {} planes x {} path ports: more sockets than a port holds "
+                                                "(32767)", plane_addr_.size(), cfg_.path_port_span));
     if (cfg_.rx_batch == 0 || cfg_.max_datagram == 0 || cfg_.max_datagram > kGroBufSize)
         throw std::invalid_argument("mroce udp: rx_batch and max_datagram (<= 65536) must be positive");
 
@@ -97,22 +111,35 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
 
     gro_ = cfg_.gro;  // open_socket clears it if the kernel refuses UDP_GRO
     std::string err;
-    if (open_socket(cfg_.listen_port, kListenLocalPath, &err) < 0) {
-        const int e = errno;
-        close(wake_fd_);
-        close(ep_);
-        throw std::system_error(e, std::generic_category(), "mroce udp: " + err);
+    // Plane p's listen socket is socks_[p] (sock_for relies on it).
+    for (size_t pl = 0; pl < plane_addr_.size(); ++pl) {
+        if (open_socket(cfg_.listen_port, kListenLocalPath, uint8_t(pl), &err) < 0) {
+            const int e = errno;
+            for (Sock& s : socks_) close(s.fd);
+            close(wake_fd_);
+            close(ep_);
+            throw std::system_error(e, std::generic_category(), "mroce udp: " + err);
+        }
     }
-    link_mtu_ = interface_mtu(socks_[0].fd, local_addr_, link_name_);
+    // Segments must fit every plane: the smallest MTU of the planes' interfaces.
+    for (size_t pl = 0; pl < plane_addr_.size(); ++pl) {
+        std::string name;
+        const uint32_t m = interface_mtu(socks_[0].fd, plane_addr_[pl], name);
+        if (m && (link_mtu_ == 0 || m < link_mtu_)) {
+            link_mtu_ = m;
+            link_name_ = name;
+        }
+    }
     if (cfg_.gso) {
         // Setting gso_size 0 is a no-op that only kernels with UDP GSO (4.18+) accept.
         int zero = 0;
         gso_ = setsockopt(socks_[0].fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
     }
 
-    slot_sock_.assign(cfg_.path_port_span, -1);
+    slot_sock_.assign(plane_addr_.size() * cfg_.path_port_span, -1);
+    for (size_t pl = 0; pl < plane_addr_.size(); ++pl)
     for (uint16_t i = 0; i < cfg_.open_paths && i < cfg_.path_port_span; ++i) {
-        if (open_path(i) == 0) {
+        if (open_path_on(uint8_t(pl), i) == 0) {
             const int e = errno;
             const std::string msg = last_error_.substr(0, last_error_.rfind(": "));
             for (Sock& s : socks_) close(s.fd);
@@ -135,7 +162,7 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
 
     tx_order_.assign(kTxChunk, 0);
     tx_sock_.assign(kTxChunk, -1);
-    tx_socks_seen_.reserve(cfg_.path_port_span + 1);
+    tx_socks_seen_.reserve(plane_addr_.size() * (cfg_.path_port_span + 1));
     tx_iov_.assign(2 * kTxChunk, iovec{});
     tx_msg_.assign(kTxChunk, mmsghdr{});
     tx_msg_first_.assign(kTxChunk, 0);
@@ -143,6 +170,7 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
     tx_ctrl_.assign(kTxChunk * kTxCtrl, 0);
 
     peers_.assign(1, sockaddr_in{});  // handle 0 is kNoPeer
+    peer_planes_.assign(1, PeerPlanes{});
     peer_by_addr_.reserve(64);
     peer_by_conn_.reserve(64);
 }
@@ -153,8 +181,8 @@ UdpPort::~UdpPort() {
     if (ep_ >= 0) close(ep_);
 }
 
-int UdpPort::open_socket(uint16_t port, uint16_t local_path, std::string* err) {
-    const std::string where = addr_str(local_addr_, port);
+int UdpPort::open_socket(uint16_t port, uint16_t local_path, uint8_t plane, std::string* err) {
+    const std::string where = addr_str(plane_addr_[plane], port);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
@@ -193,24 +221,27 @@ int UdpPort::open_socket(uint16_t port, uint16_t local_path, std::string* err) {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg_.rcvbuf, sizeof cfg_.rcvbuf);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_addr = local_addr_;
+    sa.sin_addr = plane_addr_[plane];
     sa.sin_port = htons(port);
     if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) < 0) return fail("bind");
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = uint32_t(socks_.size());
     if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) < 0) return fail("epoll_ctl");
-    socks_.push_back(Sock{fd, port, local_path});
+    socks_.push_back(Sock{fd, port, local_path, plane});
     in_ready_.push_back(0);
     return fd;
 }
 
-uint16_t UdpPort::open_path(uint16_t entropy) {
-    const uint16_t slot = uint16_t(entropy % cfg_.path_port_span);
+uint16_t UdpPort::open_path(uint16_t entropy) { return open_path_on(0, entropy); }
+
+uint16_t UdpPort::open_path_on(uint8_t plane, uint16_t entropy) {
+    const uint16_t local = uint16_t(entropy % cfg_.path_port_span);
+    const size_t slot = size_t(plane) * cfg_.path_port_span + local;
     if (slot_sock_[slot] >= 0) return socks_[size_t(slot_sock_[slot])].port;
     const uint16_t port = path_port(entropy);
     std::string err;
-    if (open_socket(port, slot, &err) < 0) {
+    if (open_socket(port, local, plane, &err) < 0) {
         const int e = errno;
         last_error_ = fmt::format("{}: {}", err, errno_str(e));
         errno = e;
@@ -240,6 +271,7 @@ uint32_t UdpPort::add_peer(const sockaddr_in& in) {
     const uint32_t h = uint32_t(peers_.size());
     peers_.push_back(sa);
     peer_err_.resize(peers_.size());
+    peer_planes_.resize(peers_.size());
     peer_by_addr_.emplace(k, h);
     return h;
 }
@@ -250,12 +282,67 @@ bool UdpPort::peer_address(uint32_t handle, sockaddr_in& out) const {
     return true;
 }
 
+bool UdpPort::peer_plane_address(uint32_t handle, size_t p, sockaddr_in& out) const {
+    if (handle == kNoPeer || handle >= peer_planes_.size() || p >= peer_planes_[handle].n) return false;
+    out = peer_planes_[handle].addr[p];
+    return true;
+}
+
+bool UdpPort::is_peer_plane_ip(uint32_t peer, in_addr a) const noexcept {
+    if (peer >= peer_planes_.size()) return false;
+    const PeerPlanes& pp = peer_planes_[peer];
+    for (size_t i = 0; i < pp.n; ++i)
+        if (pp.addr[i].sin_addr.s_addr == a.s_addr) return true;
+    return false;
+}
+
+// R-PLANE-1: a CONNECT_REQ/ACK with a plane block tells where the peer is on
+// each plane. Taken only from a valid plane block (wire::parse_plane_block)
+// in a datagram that came from one of the addresses it announces; the engine
+// decodes and checks the rest of the packet.
+void UdpPort::learn_planes(uint32_t peer, const uint8_t* data, uint32_t len, in_addr from) {
+    if (peer == kNoPeer || peer >= peer_planes_.size()) return;
+    wire::PlaneAddr planes[kMaxPlanes];
+    if (len <= wire::kConnectLen || data[0] != wire::kVersion) return;
+    const size_t n = wire::parse_plane_block({data + wire::kConnectLen, len - wire::kConnectLen}, planes);
+    if (n == 0) return;
+    PeerPlanes pp;
+    bool from_ok = false;
+    pp.n = uint8_t(n);
+    for (size_t i = 0; i < pp.n; ++i) {
+        const wire::PlaneAddr a = planes[i];
+        sockaddr_in& sa = pp.addr[i];
+        sa = sockaddr_in{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(a.ipv4);
+        sa.sin_port = htons(a.port);
+        from_ok |= sa.sin_addr.s_addr == from.s_addr;
+    }
+    if (!from_ok) return;
+    peer_planes_[peer] = pp;
+    ++st_.peer_planes_learned;
+}
+
+// A CONNECT_* whose plane block lists addr (R-PLANE-1): a peer's CONNECT_ACK
+// may come from another plane than the address it was sent to.
+bool UdpPort::block_lists(const uint8_t* data, uint32_t len, in_addr addr) noexcept {
+    if (len <= wire::kConnectLen ||
+        (data[1] != uint8_t(wire::PacketType::connect_req) && data[1] != uint8_t(wire::PacketType::connect_ack)))
+        return false;
+    wire::PlaneAddr planes[kMaxPlanes];
+    const size_t n = wire::parse_plane_block({data + wire::kConnectLen, len - wire::kConnectLen}, planes);
+    for (size_t i = 0; i < n; ++i)
+        if (htonl(planes[i].ipv4) == addr.s_addr) return true;
+    return false;
+}
+
 int UdpPort::sock_for(const TxPacket& p) {
-    if (p.path == kControlPath) return 0;
-    const uint16_t slot = uint16_t(p.entropy % cfg_.path_port_span);
+    const uint8_t plane = p.plane < plane_addr_.size() ? p.plane : 0;
+    if (p.path == kControlPath) return plane;  // the plane's listen socket
+    const size_t slot = size_t(plane) * cfg_.path_port_span + p.entropy % cfg_.path_port_span;
     int16_t si = slot_sock_[slot];
     if (si == -1) {
-        open_path(p.entropy);
+        open_path_on(plane, p.entropy);
         si = slot_sock_[slot];
     }
     return si;  // -2 when the bind failed
@@ -305,14 +392,15 @@ size_t UdpPort::send_chunk(const TxPacket* pkts, size_t n, uint32_t base, uint32
         const size_t first = pos;
         for (uint32_t i = 0; i < n; ++i)
             if (tx_sock_[i] == si) tx_order_[pos++] = i;
-        send_group(pkts, tx_order_.data() + first, pos - first, socks_[size_t(si)].fd, base, unsent, nunsent,
-                   sent);
+        send_group(pkts, tx_order_.data() + first, pos - first, socks_[size_t(si)], base, unsent, nunsent, sent);
     }
     return sent;
 }
 
-void UdpPort::send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, int fd, uint32_t base,
+void UdpPort::send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, const Sock& sock, uint32_t base,
                          uint32_t* unsent, size_t& nunsent, size_t& sent) {
+    const int fd = sock.fd;
+    PlaneCounters& pc = st_.plane[sock.plane];
     auto drop_range = [&](size_t from, size_t to) {
         for (size_t j = from; j < to; ++j) {
             ++st_.tx_errors;
@@ -348,7 +436,9 @@ void UdpPort::send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, 
             mmsghdr& m = tx_msg_[nmsg];
             m.msg_len = 0;
             msghdr& h = m.msg_hdr;
-            h.msg_name = &peers_[p0.peer];
+            // R-PLANE-2: to the peer's address on this socket's plane once known.
+            const PeerPlanes& pp = peer_planes_[p0.peer];
+            h.msg_name = sock.plane < pp.n ? const_cast<sockaddr_in*>(&pp.addr[sock.plane]) : &peers_[p0.peer];
             h.msg_namelen = sizeof(sockaddr_in);
             h.msg_iov = &tx_iov_[iov0];
             h.msg_iovlen = niov - iov0;
@@ -388,6 +478,8 @@ void UdpPort::send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, 
                     sent += tx_msg_count_[m];
                     st_.tx_packets += tx_msg_count_[m];
                     st_.tx_bytes += tx_msg_[m].msg_len;
+                    pc.tx_packets += tx_msg_count_[m];
+                    pc.tx_bytes += tx_msg_[m].msg_len;
                     if (tx_msg_count_[m] > 1) ++st_.tx_gso_sends;
                 }
                 done += size_t(r);
@@ -489,8 +581,10 @@ uint32_t UdpPort::peer_for_rx(const sockaddr_in& sa, const uint8_t* data, uint32
     } else {
         if (len >= 16 && data[0] == 1) {
             const uint32_t dst_conn = load_be32(data + 4);
-            if (auto c = peer_by_conn_.find(dst_conn); dst_conn != 0 && c != peer_by_conn_.end() &&
-                                                       peers_[c->second].sin_addr.s_addr == sa.sin_addr.s_addr) {
+            if (auto c = peer_by_conn_.find(dst_conn);
+                dst_conn != 0 && c != peer_by_conn_.end() &&
+                (peers_[c->second].sin_addr.s_addr == sa.sin_addr.s_addr || is_peer_plane_ip(c->second, sa.sin_addr) ||
+                 block_lists(data, len, sa.sin_addr))) {
                 h = c->second;
                 peer_by_addr_.emplace(k, h);
                 ++st_.peers_learned;
@@ -551,8 +645,13 @@ size_t UdpPort::recv_sock(size_t si, size_t first, size_t vlen, size_t& produced
         }
         uint8_t* data = static_cast<uint8_t*>(rx_iov_[b].iov_base);
         if (seg < len) ++st_.rx_gro_datagrams;
-        rx_desc_[rx_desc_n_++] = RxDesc{data, len, seg, peer_for_rx(rx_addr_[b], data, len),
-                                        socks_[si].local_path, uint8_t((tos & 3) == 3)};
+        const uint32_t peer = peer_for_rx(rx_addr_[b], data, len);
+        // A handshake with a plane block (R-PLANE-1): rare, never a data packet.
+        if (seg == len && len > wire::kConnectLen &&
+            (data[1] == uint8_t(wire::PacketType::connect_req) || data[1] == uint8_t(wire::PacketType::connect_ack)))
+            [[unlikely]] learn_planes(peer, data, len, rx_addr_[b].sin_addr);
+        rx_desc_[rx_desc_n_++] = RxDesc{data, len, seg, peer, socks_[si].local_path, uint8_t((tos & 3) == 3),
+                                        socks_[si].plane};
         produced += seg ? (len + seg - 1) / seg : 1;
     }
     return size_t(r);
@@ -569,7 +668,10 @@ size_t UdpPort::emit(RxPacket* out, size_t max) {
         p.peer = d.peer;
         p.local_path = d.local_path;
         p.ce = d.ce;
+        p.plane = d.plane;
         st_.rx_bytes += len;
+        st_.plane[d.plane].rx_packets += 1;
+        st_.plane[d.plane].rx_bytes += len;
         rx_seg_off_ += len;
         if (rx_seg_off_ >= d.len) {
             rx_seg_off_ = 0;
@@ -593,9 +695,13 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
     // as well); other sockets are still looked at through epoll every 16th call. Once the
     // listen socket comes up empty, epoll decides again (replies to a path port, as raw
     // UDP peers send them, are found at once).
-    if (listen_hot_ && (++rx_calls_ & 15) != 0) add_ready(0);
-    else if (ready_.empty() || (++rx_calls_ & 15) == 0) wait(0);
-    listen_hot_ = false;
+    if (listen_hot_ && (++rx_calls_ & 15) != 0) {
+        for (uint32_t pl = 0; pl < plane_addr_.size(); ++pl)
+            if (listen_hot_ & (1u << pl)) add_ready(pl);
+    } else if (ready_.empty() || (++rx_calls_ & 15) == 0) {
+        wait(0);
+    }
+    listen_hot_ = 0;
     size_t bufs = 0, produced = 0;
     size_t kept = 0;
     const size_t nready = ready_.size();
@@ -611,7 +717,7 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
         }
         const size_t before = produced;
         const size_t got = recv_sock(si, bufs, vlen, produced);
-        if (si == 0 && got) listen_hot_ = true;
+        if (si < plane_addr_.size() && got) listen_hot_ |= 1u << si;  // a plane's listen socket
         bufs += got;
         if (got) segs_hint_ = std::max<size_t>(1, (produced - before) / got);
         if (got == vlen) ready_[kept++] = si;

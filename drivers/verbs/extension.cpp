@@ -27,7 +27,7 @@ MROCE_EXPORT int mroce_query_conn(ibv_qp* qp, mroce_conn_info* out) {
         out->conn_id = q.conn.id();
         out->stream_id = q.stream;
         out->num_paths = s.num_paths;
-        out->num_planes = 1;
+        out->num_planes = s.planes;
         out->rate_hint_kbps = s.rate_hint_kbps;
         out->tx_data_packets = s.tx_data_packets;
         out->tx_payload_bytes = s.tx_payload_bytes;
@@ -58,7 +58,7 @@ MROCE_EXPORT int mroce_query_path(ibv_qp* qp, uint16_t path, mroce_path_info* ou
         const uint32_t base = cfg.path_port_base ? cfg.path_port_base : uint32_t(cfg.port) + 1;
         out->entropy = p.entropy;
         out->udp_src_port = uint16_t(base + p.entropy % cfg.path_port_span);
-        out->plane = 0;
+        out->plane = p.plane;
         out->state = p.state == PathStateKind::active ? MROCE_PATH_ACTIVE : MROCE_PATH_FAILED;
         out->cwnd = p.cwnd;
         out->inflight = p.inflight;
@@ -75,6 +75,22 @@ MROCE_EXPORT int mroce_query_path(ibv_qp* qp, uint16_t path, mroce_path_info* ou
     } catch (const std::exception&) {
         return ENOTCONN;
     }
+    return 0;
+}
+
+MROCE_EXPORT int mroce_query_plane(ibv_context* ctx, uint16_t plane, mroce_plane_info* out) {
+    if (!ctx || !is_ours(ctx)) return ENODEV;
+    const Device& dev = *ctx_of(ctx)->dev;
+    PlaneInfo pi;
+    if (!dev.query_plane(plane, pi)) return EINVAL;
+    std::memset(out, 0, sizeof *out);
+    out->index = plane;
+    out->num_planes = uint16_t(dev.num_planes());
+    std::snprintf(out->address, sizeof out->address, "%s", pi.address.c_str());
+    out->tx_packets = pi.tx_packets;
+    out->tx_bytes = pi.tx_bytes;
+    out->rx_packets = pi.rx_packets;
+    out->rx_bytes = pi.rx_bytes;
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -192,6 +193,25 @@ bool device_key(const Where& w, const std::string& k, const std::string& v, Devi
         in_addr a{};
         if (inet_pton(AF_INET, v.c_str(), &a) != 1) w.bad("expected an IPv4 address", v);
         d.address = v;
+    } else if (k == "planes") {
+        // R-PLANE-1: "A, B, C": one IPv4 address per plane, plane 0 first.
+        d.planes.clear();
+        std::istringstream in(v);
+        std::string entry;
+        while (std::getline(in, entry, ',')) {
+            const std::string ip = trim(entry);
+            in_addr a{};
+            if (ip.empty()) w.bad("empty entry (expected IPv4 addresses separated by commas)", v);
+            if (inet_pton(AF_INET, ip.c_str(), &a) != 1) w.bad("'" + ip + "' is not an IPv4 address", v);
+            for (const auto& s : d.planes)
+                if (s == ip) w.bad("plane address " + ip + " listed twice", v);
+            d.planes.push_back(ip);
+            if (d.planes.size() > wire::kMaxPlanes)
+                w.bad("more than " + std::to_string(wire::kMaxPlanes) + " planes", v);
+        }
+        if (!v.empty() && v.back() == ',') w.bad("empty entry (expected IPv4 addresses separated by commas)", v);
+        if (d.planes.empty()) w.bad("expected one or more IPv4 addresses separated by commas", v);
+        d.address = d.planes.front();
     } else if (k == "port") d.port = uint16_t(parse_uint(w, v, 1, 65535));
     else if (k == "path_port_base") d.path_port_base = uint16_t(parse_uint(w, v, 0, 65535));
     else if (k == "path_port_span") d.path_port_span = uint16_t(parse_uint(w, v, 1, 4096));
@@ -222,6 +242,8 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
     if (base + d.path_port_span - 1 > 65535) bad("path_port_span", "path ports run past 65535");
     if (d.port >= base && d.port < base + d.path_port_span) bad("path_port_base", "path ports overlap the listen port");
     if (d.engine.min_rto > d.engine.max_rto) bad("min_rto_us", "larger than max_rto_us");
+    if (std::max<size_t>(d.planes.size(), 1) * (size_t(d.path_port_span) + 1) > 32767)
+        bad("path_port_span", "planes x (path_port_span + 1) sockets exceed 32767");
     if (d.engine.probe_interval > d.engine.probe_max_interval) bad("probe_interval_us", "larger than probe_max_interval_us");
     if (d.driver == "dpdk") {
         const DpdkDeviceConfig& p = d.dpdk;
@@ -328,13 +350,25 @@ Config parse_config(std::string_view text, const std::string& origin) {
         d.name = name;
         for (const auto& kv : engine_kvs) engine_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, d.engine);
         const Kv* dpdk_only = nullptr;
+        const Kv* address_kv = nullptr;
+        const Kv* planes_kv = nullptr;
         for (const auto& kv : kvs) {
+            if (kv.k == "address") address_kv = &kv;
+            if (kv.k == "planes") planes_kv = &kv;
             if (!device_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, d))
                 throw ConfigError(origin + ":" + std::to_string(kv.line) + ": key '" + kv.k +
                                   "': unknown in [device " + name + "]");
             DpdkDeviceConfig scratch;
             if (!dpdk_only && dpdk_key(Where{origin, kv.line, kv.k}, kv.k, kv.v, scratch)) dpdk_only = &kv;
         }
+        if (address_kv && planes_kv)
+            throw ConfigError(origin + ":" + std::to_string(std::max(address_kv->line, planes_kv->line)) +
+                              ": key '" + (address_kv->line > planes_kv->line ? "address" : "planes") +
+                              "': give either address (one plane) or planes (one address per plane), not both "
+                              "(device '" + name + "')");
+        if (planes_kv && d.driver != "udp" && d.planes.size() > 1)
+            throw ConfigError(origin + ":" + std::to_string(planes_kv->line) + ": key 'planes': driver " + d.driver +
+                              " has one plane per device (device '" + name + "'; planes are udp only for now)");
         if (dpdk_only && d.driver != "dpdk")
             throw ConfigError(origin + ":" + std::to_string(dpdk_only->line) + ": key '" + dpdk_only->k +
                               "': only for driver = dpdk (device '" + name + "' uses " + d.driver + ")");

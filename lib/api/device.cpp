@@ -506,6 +506,14 @@ TransportStats Device::transport_stats() const {
     MaybeLock g(mu_, thr_.joinable());
     return tr_->stats();
 }
+size_t Device::num_planes() const { return tr_->num_planes(); }
+bool Device::query_plane(size_t plane, PlaneInfo& out) const {
+    MaybeLock g(mu_, thr_.joinable());
+    if (plane >= tr_->num_planes()) return false;
+    out = tr_->plane_info(plane);
+    if (out.address.empty()) out.address = cfg_.address;
+    return true;
+}
 DeviceStats Device::device_stats() const {
     MaybeLock g(mu_, thr_.joinable());
     DeviceStats s = dst_;

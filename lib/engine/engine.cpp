@@ -85,6 +85,16 @@ Engine::Impl::~Impl() {
 
 Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
     EngineConfig& c = impl_->cfg;
+    // R-PLANE-1: at most kMaxPlanes; two or more are announced in a plane block.
+    c.num_planes = uint8_t(std::min<size_t>(c.num_planes, wire::kMaxPlanes));
+    if (c.num_planes >= 2)
+        impl_->plane_block_len = uint32_t(wire::encode_plane_block(impl_->plane_block, c.planes.data(), c.num_planes));
+    // Addresses a peer would refuse (zero, repeated): one plane, no block, rather than no handshake.
+    if (impl_->plane_block_len &&
+        !wire::parse_plane_block({impl_->plane_block.data(), impl_->plane_block_len}, nullptr)) {
+        impl_->plane_block_len = 0;
+        c.num_planes = 1;
+    }
     // Clamp configuration into the ranges the wire allows (R-CONN-3); a
     // caller that needs errors validates first (drivers do, from config files).
     c.max_payload = std::clamp<uint16_t>(c.max_payload, 64, uint16_t(wire::kMaxPayload));
@@ -435,6 +445,10 @@ ConnState Engine::conn_state(uint32_t id) const {
 
 void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.peer_paths = h.num_paths;
+    // R-PLANE-2: both ends use the planes both have; path i is on plane i % planes.
+    c.planes = uint8_t(std::max(1, std::min<int>(std::max<int>(cfg.num_planes, 1), std::max<int>(h.num_planes, 1))));
+    for (size_t i = 0; i < c.paths.size(); ++i) c.paths[i].plane = uint8_t(i % c.planes);
+    c.st.planes = c.planes;
     c.rx_paths.assign(h.num_paths, RxPath{});
     c.seg = std::min<uint16_t>(cfg.max_payload, h.max_payload);
     c.csn_limit = std::min<uint32_t>(cfg.csn_window, h.csn_window);
@@ -1068,6 +1082,7 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
     out = p.st;
     out.state = p.state;
     out.entropy = p.entropy;
+    out.plane = p.plane;
     out.cwnd = p.ccv.cwnd;
     out.inflight = p.inflight;
     out.srtt = p.srtt;

@@ -39,6 +39,7 @@ struct PathTxSlot {
 struct TxPath {
     PathStateKind state = PathStateKind::active;
     uint16_t entropy = 0;
+    uint8_t plane = 0;          // R-PLANE-2: path i is on plane i % Conn::planes, for good
     uint32_t snd_nxt = 0;
     uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
@@ -293,6 +294,7 @@ struct Conn {
     uint16_t num_paths = 0;        // our sending paths
     uint16_t peer_paths = 0;       // peer's sending paths = our receive paths
     uint16_t seg = 0;              // our segment size (min of both sides' max_payload)
+    uint8_t planes = 1;            // R-PLANE-2: min(our planes, peer's); 1 before ESTABLISHED
     uint32_t csn_limit = 0;        // min(own csn_window, peer's)
     uint32_t peer_depth = 0;
     uint32_t fair_idx = 0;
@@ -499,6 +501,20 @@ struct Engine::Impl {
     double probe_tokens = 0;
     Time probe_refill = 0;
     bool probe_budget_started = false;
+    // R-PLANE-1: the plane block every CONNECT_* carries (TxPacket payload),
+    // encoded once from cfg.planes; length 0 for a one-plane device.
+    std::array<uint8_t, wire::kMaxPlaneBlock> plane_block{};
+    uint32_t plane_block_len = 0;
+    // R-PLANE-3: pi if that path is active, else the next active path (pi if none).
+    uint16_t live_path(const Conn& c, uint16_t pi) const noexcept {
+        const size_t n = c.paths.size();
+        if (n == 0 || c.paths[pi % n].state == PathStateKind::active) return uint16_t(pi % n);
+        for (size_t k = 1; k < n; ++k) {
+            const uint16_t q = uint16_t((pi + k) % n);
+            if (c.paths[q].state == PathStateKind::active) return q;
+        }
+        return uint16_t(pi % n);
+    }
     Time next_hint_update = 0;
     uint32_t rr_conn = 0;
     // Connection indices that tx_burst, next_deadline and tx_pending visit

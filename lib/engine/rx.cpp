@@ -479,7 +479,8 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
 }
 
 void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
-    CtrlItem it{CtrlKind::nak, 0};
+    // R-PLANE-3: the NAK goes back on the refused packet's path (its plane) while live.
+    CtrlItem it{CtrlKind::nak, rx_pk.common.path_id};
     it.a = d.stream_id;
     it.b = d.msg_seq;
     it.c = d.csn;

@@ -215,10 +215,12 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
     return n;
 }
 
-static void fill_tx(TxPacket& o, const Conn& c, uint16_t path, size_t hl) {
+// path: a path index, or kControlPath with the plane to use (R-PLANE-3).
+static void fill_tx(TxPacket& o, const Conn& c, uint16_t path, size_t hl, uint8_t ctrl_plane = 0) {
     o.peer = c.peer;
     o.path = path;
     o.entropy = path == kControlPath ? 0 : c.paths[path % c.paths.size()].entropy;
+    o.plane = path == kControlPath ? ctrl_plane : c.paths[path % c.paths.size()].plane;
     o.hdr_len = uint16_t(hl);
     o.ect = 0;
     o.payload = nullptr;
@@ -266,8 +268,10 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         k.csn = it.c;
         k.syndrome = wire::Syndrome(it.syndrome);
         k.opcode = wire::Opcode(it.opcode);
+        h.path_id = 0;  // R-WIRE-10
         hl = wire::encode_nak({o.hdr, sizeof o.hdr}, h, k);
-        txpath = 0;
+        // R-PLANE-3: back on the plane the refused packet came on, if live.
+        txpath = live_path(c, it.path);
         break;
     }
     case CtrlKind::probe:
@@ -275,8 +279,9 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         h.type = it.kind == CtrlKind::probe ? wire::PacketType::probe : wire::PacketType::probe_reply;
         wire::ProbeHeader p{it.a, it.b};
         hl = wire::encode_probe({o.hdr, sizeof o.hdr}, h, p);
-        // A probe travels the failed path's own route; a reply any route.
-        txpath = uint16_t(it.path % c.paths.size());
+        // A probe travels the failed path's own route; a reply any live route
+        // (R-PLANE-3): its own path's plane, or another if that path failed.
+        txpath = it.kind == CtrlKind::probe ? uint16_t(it.path % c.paths.size()) : live_path(c, it.path);
         break;
     }
     case CtrlKind::disconnect:
@@ -291,7 +296,17 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
     }
     }
     if (!hl) return false;
-    fill_tx(o, c, txpath, hl);
+    // R-PLANE-3: connection control leaves on the plane of a live path, a
+    // different one on each repeat, so no one plane carries the handshake's
+    // answer or a DISCONNECT alone.
+    const uint8_t ctrl_plane =
+        c.planes > 1 ? c.paths[live_path(c, uint16_t(c.ctrl_retries % c.paths.size()))].plane : 0;
+    fill_tx(o, c, txpath, hl, ctrl_plane);
+    if ((it.kind == CtrlKind::connect_req || it.kind == CtrlKind::connect_ack) && plane_block_len) {
+        // R-PLANE-1: the plane block travels as the packet's payload (engine memory, never freed).
+        o.payload = plane_block.data();
+        o.payload_len = plane_block_len;
+    }
     return true;
 }
 
@@ -316,7 +331,8 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
     rp.ack_now = false;
     rp.ce_pending = rp.rx_pending = 0;
     --c.acks_pending;
-    fill_tx(o, c, uint16_t(pi % c.paths.size()), hl);
+    // R-PLANE-3: on the acknowledged path's plane (our path of that index) while it is live.
+    fill_tx(o, c, live_path(c, uint16_t(pi % c.paths.size())), hl);
     return true;
 }
 
@@ -540,6 +556,7 @@ void Engine::Impl::release_retired(Conn& c) {
     o.peer = c.peer;
     o.path = uint16_t(pi);
     o.entropy = p.entropy;
+    o.plane = p.plane;  // R-PLANE-2
     o.ect = 1;  // R-ECN-1
     o.payload = t.payload;
     o.payload_len = t.payload_len;

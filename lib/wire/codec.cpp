@@ -193,7 +193,11 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
     }
     case PacketType::connect_req:
     case PacketType::connect_ack: {
-        if (n > hl) return DecodeError::oversized;
+        // R-PLANE-1: bytes past the header are a plane block of 4 + 8k bytes,
+        // at most kMaxPlanes planes; more bytes than the largest block are
+        // oversized (R-WIRE-6), a block that is not one is inconsistent (below).
+        if (n > hl + kMaxPlaneBlock) return DecodeError::oversized;
+        if (Split && n1 < n) return DecodeError::split_header;  // the block is header, never split
         ConnectHeader& h = out.connect;
         h = ConnectHeader{};
         h.num_paths = get16(p + 16);
@@ -211,6 +215,14 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
         if (h.csn_window < 64 || h.csn_window > (1u << 20) || (h.csn_window & (h.csn_window - 1)))
             return DecodeError::inconsistent;
         if (c.type == PacketType::connect_ack && c.dst_conn == 0) return DecodeError::inconsistent;
+        if (n > hl) {
+            // R-PLANE-1: num_planes in 1..8 and exactly the block's length; every
+            // plane a nonzero address and port, no address twice.
+            const size_t k = parse_plane_block(first.subspan(hl, n - hl), nullptr);
+            if (k == 0) return DecodeError::inconsistent;
+            h.num_planes = uint8_t(k);
+            out.payload = first.subspan(hl, n - hl);
+        }
         return DecodeError::ok;
     }
     case PacketType::disconnect:
@@ -290,6 +302,28 @@ size_t encode_connect(std::span<uint8_t> out, const CommonHeader& c, const Conne
     put32(p + 36, h.csn_window);
     put32(p + 40, h.rate_hint);
     return kConnectLen;
+}
+
+size_t encode_plane_block(std::span<uint8_t> out, const PlaneAddr* planes, size_t n) noexcept {
+    const size_t len = kPlaneBlockHead + n * kPlaneEntryLen;
+    if (n == 0 || n > kMaxPlanes || out.size() < len) return 0;
+    uint8_t* p = out.data();
+    put8(p, uint8_t(n));
+    put8(p + 1, 0);
+    put16(p + 2, 0);
+    for (size_t i = 0; i < n; ++i) {
+        uint8_t* e = p + kPlaneBlockHead + i * kPlaneEntryLen;
+        put32(e, planes[i].ipv4);
+        put16(e + 4, planes[i].port);
+        put16(e + 6, 0);
+    }
+    return len;
+}
+
+PlaneAddr plane_addr(const Packet& p, size_t i) noexcept {
+    const size_t off = kPlaneBlockHead + i * kPlaneEntryLen;
+    if (i >= p.connect.num_planes || p.payload.size() < off + kPlaneEntryLen) return {};
+    return PlaneAddr{get32(p.payload.data() + off), get16(p.payload.data() + off + 4)};
 }
 
 size_t encode_disconnect(std::span<uint8_t> out, const CommonHeader& c, const DisconnectHeader& h) noexcept {

@@ -3,9 +3,16 @@
 # Copyright (c) 2026 The mroce authors
 #
 # mroce-perf over a real multi-plane fabric (scripts/netns-planes.sh): two
-# hosts, three planes through three router namespaces, ECMP by L4 hash over
-# the planes, 1% loss on plane 0 and CE marking on plane 1 (nftables in the
-# routers). Every case removes its namespaces on the way out.
+# hosts, three planes through three router namespaces, 1% loss on plane 0 and
+# CE marking on plane 1 (nftables in the routers). Every case removes its
+# namespaces on the way out.
+#
+# Addressing (the last argument, default planes):
+#   planes  each device has planes = 10.1.<i>.2, 10.2.<i>.2, 10.3.<i>.2 (one
+#           address per plane, R-PLANE-1..4); the client connects to the
+#           server's plane-0 address and learns the others in the handshake.
+#   ecmp    each device binds its one host address 10.0.0.<i+1>, reached over
+#           every plane by ECMP on the L4 hash (only source ports pick the plane).
 #
 #   perf_netns_planes.py MROCE_PERF fail OP A B
 #       a verified OP (write, send, read) of 64 KiB messages for 7 s; at 0.6 s
@@ -30,6 +37,9 @@ import time
 
 PERF = os.path.abspath(sys.argv[1])
 CASE = sys.argv[2:]
+MODE = "planes"
+if CASE and CASE[-1] in ("planes", "ecmp"):
+    MODE = CASE.pop()
 FABRIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "netns-planes.sh")
 TAG = f"mrpl{os.getpid() % 10000}"
 PLANES = 3
@@ -62,9 +72,27 @@ def delivered():
 
 def conf(d, i, extra=""):
     path = os.path.join(d, f"h{i}.conf")
+    if MODE == "planes":
+        where = "planes = " + ", ".join(f"10.{p + 1}.{i}.2" for p in range(PLANES))
+    else:
+        where = f"address = 10.0.0.{i + 1}"
     with open(path, "w") as f:
-        f.write(f"[engine]\npaths = 6\n{extra}[device d]\naddress = 10.0.0.{i + 1}\n")
+        f.write(f"[engine]\npaths = 6\n{extra}[device d]\n{where}\n")
     return path
+
+
+def server_addr():
+    return "10.1.1.2" if MODE == "planes" else "10.0.0.2"
+
+
+def plane_table(out):
+    """mroce-perf's per-plane table (R-PLANE-5): {plane: tx_bytes}."""
+    rows = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 6 and f[0].isdigit() and f[1].count(".") == 3:
+            rows[int(f[0])] = int(f[3])
+    return rows
 
 
 def start(d, op, seconds, extra_args=(), extra_conf=""):
@@ -72,7 +100,7 @@ def start(d, op, seconds, extra_args=(), extra_conf=""):
                             "--accept-timeout", "10", *extra_args], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
-    cli = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h0", PERF, "--config", conf(d, 0, extra_conf), "10.0.0.2",
+    cli = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h0", PERF, "--config", conf(d, 0, extra_conf), server_addr(),
                             "--op", op, "-s", "65536", "-D", str(seconds), "--verify", *extra_args],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return srv, cli
@@ -96,21 +124,26 @@ def case_fail(d, op, a, b):
     samples = []  # (t, bytes per plane)
     t0 = time.time()
     # Each step 0.5 s after the previous one ended (a step spawns several `ip`
-    # commands, slow on a busy machine); at least 1.2 s of transfer after healing.
+    # commands, up to a second on a busy machine). A step runs in the
+    # background and is noted when it has finished, so sampling goes on
+    # meanwhile and "back within 1 s of healing" is measured from then.
     events = [(0.6, "fail", a), (0.5, "fail", b), (0.5, "heal", a), (0.0, "heal", b)]
     t_next = events[0][0]
-    while cli.poll() is None and time.time() - t0 < 15:
-        t = time.time() - t0
-        while events and t_next <= t:
+    step = None  # (process, what, plane)
+    while cli.poll() is None and time.time() - t0 < 20:
+        note = ""
+        if step is None and events and time.time() - t0 >= t_next:
             _, what, p = events.pop(0)
-            fabric(what, p)
-            t = time.time() - t0
-            samples.append((t, delivered(), f"{what} {p}"))
+            step = (subprocess.Popen(["bash", FABRIC, what, TAG, str(p)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL), what, p)
+        if step is not None and step[0].poll() is not None:
+            note = f"{step[1]} {step[2]}"
+            step = None
             if events:
-                t_next = t + events[0][0]
-        samples.append((time.time() - t0, delivered(), ""))
+                t_next = time.time() - t0 + events[0][0]
+        samples.append((time.time() - t0, delivered(), note))
         time.sleep(0.1)
-    if events:
+    if events or step is not None:
         fail(f"the transfer ended before the schedule did ({events})")
     crc, cout, cerr = finish(cli, 20)
     src, sout, serr = finish(srv, 10)
@@ -139,7 +172,13 @@ def case_fail(d, op, a, b):
         if not back or back[0] - t_heal > 1.0:
             fail(f"plane {p} carried no data within 1 s of healing")
         print(f"plane {p} back {back[0] - t_heal:.2f} s after healing")
-    print(f"PASS {op}: planes {a} then {b} down, no data lost, no error; loss {dropped} drops on plane 0, "
+    if MODE == "planes":
+        # R-PLANE-5: the client's own per-plane counters; every plane carried traffic.
+        planes = plane_table(cout)
+        print("client per-plane tx bytes:", planes)
+        if sorted(planes) != list(range(PLANES)) or any(v == 0 for v in planes.values()):
+            fail(f"mroce-perf's plane table does not show traffic on every plane: {planes}")
+    print(f"PASS ({MODE}) {op}: planes {a} then {b} down, no data lost, no error; loss {dropped} drops on plane 0, "
           f"{marks} CE marks on plane 1")
 
 

@@ -30,7 +30,8 @@ std::string error_of(const std::string& text) {
 
 bool same(const DeviceConfig& a, const DeviceConfig& b) {
     const EngineConfig &x = a.engine, &y = b.engine;
-    return a.name == b.name && a.driver == b.driver && a.address == b.address && a.port == b.port &&
+    return a.name == b.name && a.driver == b.driver && a.address == b.address && a.planes == b.planes &&
+           a.port == b.port &&
            a.path_port_base == b.path_port_base && a.path_port_span == b.path_port_span &&
            a.progress == b.progress && a.spin_us == b.spin_us && a.spin_yield == b.spin_yield &&
            a.rx_batch == b.rx_batch && a.gso == b.gso && a.drive_handoff_us == b.drive_handoff_us &&
@@ -208,6 +209,62 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         INFO(c.text);
         CHECK_THAT(error_of(c.text), Catch::Contains(c.want));
     }
+}
+
+TEST_CASE("config: planes, one address per plane (R-PLANE-1)", "[config][planes]") {
+    const Config c = parse_config("[device d]\nplanes = 10.1.0.2, 10.2.0.2,10.3.0.2\n", "t.conf");
+    const DeviceConfig& d = c.device();
+    REQUIRE(d.planes == std::vector<std::string>{"10.1.0.2", "10.2.0.2", "10.3.0.2"});
+    CHECK(d.address == "10.1.0.2");  // plane 0 is the device's address
+    CHECK(parse_config("[device d]\nplanes = 127.0.0.1\n", "t.conf").device().planes.size() == 1);
+    CHECK(parse_config("", "t.conf").device().planes.empty());
+    struct Case {
+        const char* text;
+        const char* want;
+    } cases[] = {
+        {"[device d]\nplanes =\n", "t.conf:2: key 'planes': expected one or more IPv4 addresses"},
+        {"[device d]\nplanes = 10.1.0.2, 10.2.0.300\n", "t.conf:2: key 'planes': '10.2.0.300' is not an IPv4 address"},
+        {"[device d]\nplanes = 10.1.0.2 10.2.0.2\n", "t.conf:2: key 'planes': '10.1.0.2 10.2.0.2' is not an IPv4 address"},
+        {"[device d]\nplanes = 10.1.0.2,,10.2.0.2\n", "t.conf:2: key 'planes': empty entry"},
+        {"[device d]\nplanes = 10.1.0.2, 10.2.0.2,\n", "t.conf:2: key 'planes': empty entry"},
+        {"[device d]\nplanes = 10.1.0.2, 10.2.0.2, 10.1.0.2\n",
+         "t.conf:2: key 'planes': plane address 10.1.0.2 listed twice"},
+        {"[device d]\nplanes = 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8,10.0.0.9\n",
+         "t.conf:2: key 'planes': more than 8 planes"},
+        {"[device d]\naddress = 10.1.0.2\nplanes = 10.1.0.2, 10.2.0.2\n",
+         "t.conf:3: key 'planes': give either address (one plane) or planes (one address per plane), not both"},
+        {"[device d]\nplanes = 10.1.0.2, 10.2.0.2\naddress = 10.1.0.2\n", "t.conf:3: key 'address': give either"},
+        {"[device d]\nplanes = 10.1.0.2\nplanes = 10.2.0.2\n", "t.conf:3: key 'planes': repeated in [device d]"},
+        {"[engine]\nplanes = 10.1.0.2\n", "t.conf:2: key 'planes': unknown in [engine]"},
+        {"[device d]\nport = 1000\npath_port_span = 4096\nplanes = 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,"
+         "10.0.0.7,10.0.0.8\n",
+         "key 'path_port_span': planes x (path_port_span + 1) sockets exceed 32767"},
+        {"[device d]\ndriver = dpdk\nplanes = 10.1.0.2, 10.2.0.2\n", "t.conf:3: key 'planes': driver dpdk has one plane"},
+    };
+    for (const auto& k : cases) {
+        INFO(k.text);
+        CHECK_THAT(error_of(k.text), Catch::Contains(k.want));
+    }
+}
+
+TEST_CASE("api: planes of a device and their counters (R-PLANE-5)", "[api][planes]") {
+    DeviceConfig d;
+    d.port = 47311;
+    d.planes = {"127.0.0.1", "127.0.0.2"};
+    d.address = "127.0.0.1";
+    auto dev = open_device(d);
+    REQUIRE(dev->num_planes() == 2);
+    PlaneInfo p;
+    REQUIRE(dev->query_plane(1, p));
+    CHECK(p.address == "127.0.0.2");
+    CHECK(p.tx_packets == 0);
+    CHECK_FALSE(dev->query_plane(2, p));
+    DeviceConfig one;
+    one.port = 47331;
+    auto dev1 = open_device(one);
+    CHECK(dev1->num_planes() == 1);
+    REQUIRE(dev1->query_plane(0, p));
+    CHECK(p.address == "127.0.0.1");
 }
 
 TEST_CASE("api: open_device errors are exceptions naming the cause", "[api]") {

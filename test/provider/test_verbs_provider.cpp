@@ -490,6 +490,15 @@ TEST_CASE("QPs between the same two devices are streams of one connection; the e
     CHECK(pi.state == MROCE_PATH_ACTIVE);
     CHECK(pi.udp_src_port == g_port + 1 + pi.entropy % 16);
     CHECK(mroce_query_path(q[0], ci[0].num_paths, &pi) == EINVAL);
+    // One-plane devices (R-PLANE-5): plane 0 is the device's address and carries everything.
+    CHECK(ci[0].num_planes == 1);
+    CHECK(pi.plane == 0);
+    mroce_plane_info pl{};
+    REQUIRE(mroce_query_plane(s.ctx, 0, &pl) == 0);
+    CHECK(pl.num_planes == 1);
+    CHECK(std::string(pl.address) == "127.0.0.41");
+    CHECK(pl.tx_packets > 0);
+    CHECK(mroce_query_plane(s.ctx, 1, &pl) == EINVAL);
     uint64_t mbps = 0;
     CHECK(mroce_query_rx_capacity(s.ctx, &mbps) == 0);
     CHECK(mbps > 0);

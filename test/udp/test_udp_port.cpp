@@ -73,6 +73,7 @@ struct Got {
     uint32_t peer;
     uint16_t local_path;
     uint8_t ce;
+    uint8_t plane = 0;
 };
 
 std::vector<Got> receive(UdpPort& p, size_t want, size_t max_per_call = 64, int timeout_ms = 2000) {
@@ -84,7 +85,7 @@ std::vector<Got> receive(UdpPort& p, size_t want, size_t max_per_call = 64, int 
         REQUIRE(n <= max_per_call);
         for (size_t i = 0; i < n; ++i)
             out.push_back(Got{std::vector<uint8_t>(rx[i].data, rx[i].data + rx[i].len), rx[i].peer,
-                              rx[i].local_path, rx[i].ce});
+                              rx[i].local_path, rx[i].ce, rx[i].plane});
         if (n == 0) p.wait(1'000'000);
     }
     return out;
@@ -321,6 +322,124 @@ TEST_CASE("udp: peer handles from add_peer, unknown sources and learned path por
     CHECK(got[0].peer != c_to_a_learned);
     CHECK(got[0].peer == got[1].peer);
     CHECK(c.num_peers() == 2);
+}
+
+// A CONNECT_* as the engine sends it: 44-byte header, the plane block as payload (R-PLANE-1).
+struct ConnectPkt {
+    TxPacket t;
+    std::vector<uint8_t> block;
+    ConnectPkt(uint32_t peer, wire::PacketType type, uint32_t dst_conn, uint32_t src_conn,
+               std::vector<wire::PlaneAddr> planes, uint8_t plane = 0) {
+        wire::CommonHeader c;
+        c.type = type;
+        c.dst_conn = dst_conn;
+        c.src_conn = src_conn;
+        wire::ConnectHeader h;
+        h.num_paths = 4;
+        h.max_payload = 4096;
+        h.stream_depth = 256;
+        h.csn_window = 4096;
+        t.peer = peer;
+        t.path = kControlPath;
+        t.plane = plane;
+        t.hdr_len = uint16_t(wire::encode_connect({t.hdr, sizeof t.hdr}, c, h));
+        block.resize(wire::kMaxPlaneBlock);
+        block.resize(wire::encode_plane_block(block, planes.data(), planes.size()));
+        t.payload = block.data();
+        t.payload_len = uint32_t(block.size());
+    }
+};
+
+uint32_t ip4(const char* s) {
+    in_addr a{};
+    inet_pton(AF_INET, s, &a);
+    return ntohl(a.s_addr);
+}
+
+TEST_CASE("udp: planes: a socket set per plane, peer planes learned from the handshake's block (R-PLANE-1, R-PLANE-2)",
+          "[udp][planes]") {
+    UdpConfig ca, cb;
+    ca.plane_ips = {"127.0.0.1", "127.0.0.2"};
+    cb.plane_ips = {"127.0.0.3", "127.0.0.4"};
+    cb.local_ip = "127.0.0.3";
+    ca.open_paths = cb.open_paths = 4;
+    Pair p = make_pair(ca, cb);  // A's handle for B names 127.0.0.1: replaced below
+    UdpPort& a = *p.a;
+    UdpPort& b = *p.b;
+    REQUIRE(a.num_planes() == 2);
+    const uint16_t la = a.config().listen_port, lb = b.config().listen_port;
+    const uint32_t a_to_b = a.add_peer("127.0.0.3", lb);
+    const std::vector<wire::PlaneAddr> a_planes = {{ip4("127.0.0.1"), la}, {ip4("127.0.0.2"), la}};
+    const std::vector<wire::PlaneAddr> b_planes = {{ip4("127.0.0.3"), lb}, {ip4("127.0.0.4"), lb}};
+
+    // A's CONNECT_REQ on plane 0: B learns A's two planes.
+    ConnectPkt req(a_to_b, wire::PacketType::connect_req, 0, 7, a_planes);
+    REQUIRE(a.send_burst(&req.t, 1) == 1);
+    auto got = receive(b, 1);
+    REQUIRE(got.size() == 1);
+    const uint32_t b_to_a = got[0].peer;
+    CHECK(got[0].plane == 0);
+    CHECK(b.stats().peer_planes_learned == 1);
+    REQUIRE(b.peer_planes(b_to_a) == 2);
+    sockaddr_in sa{};
+    REQUIRE(b.peer_plane_address(b_to_a, 1, sa));
+    CHECK(ntohl(sa.sin_addr.s_addr) == ip4("127.0.0.2"));
+    CHECK(ntohs(sa.sin_port) == la);
+
+    // B's CONNECT_ACK on plane 1 goes to A's plane-1 address; A learns B's planes
+    // and gives the ACK, from an address A did not know, the handle of B.
+    ConnectPkt ack(b_to_a, wire::PacketType::connect_ack, 7, 9, b_planes, 1);
+    REQUIRE(b.send_burst(&ack.t, 1) == 1);
+    got = receive(a, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].plane == 1);
+    CHECK(got[0].peer == a_to_b);
+    CHECK(a.peer_planes(a_to_b) == 2);
+
+    // Data on each plane leaves from that plane's socket to the peer's address on it;
+    // all of it is attributed to one peer, and counted per plane.
+    std::vector<uint8_t> pay(100, 3);
+    std::vector<TxPacket> data;
+    for (uint16_t e = 0; e < 6; ++e) {
+        data.push_back(make_pkt(a_to_b, e, e, 72, pay.data(), 100, 9, 7, e));
+        data.back().plane = uint8_t(e % 2);
+    }
+    REQUIRE(a.send_burst(data.data(), data.size()) == data.size());
+    got = receive(b, data.size());
+    REQUIRE(got.size() == data.size());
+    size_t on[2] = {};
+    for (const Got& g : got) {
+        CHECK(g.peer == b_to_a);
+        CHECK(g.plane == tag_of(g.bytes) % 2);
+        ++on[g.plane];
+    }
+    CHECK(on[0] == 3);
+    CHECK(on[1] == 3);
+    CHECK(a.stats().plane[1].tx_packets >= 3);
+    CHECK(b.stats().plane[1].rx_packets == 3 + 0);
+    CHECK(b.num_peers() == 1);
+
+    // Hostile blocks teach nothing: one that does not list the sender's address,
+    // and a malformed one (count beyond the entries).
+    ConnectPkt liar(a_to_b, wire::PacketType::connect_req, 0, 8, {{ip4("127.0.0.9"), la}, {ip4("127.0.0.10"), la}});
+    REQUIRE(a.send_burst(&liar.t, 1) == 1);
+    ConnectPkt bad(a_to_b, wire::PacketType::connect_req, 0, 8, a_planes);
+    bad.block[0] = 3;
+    REQUIRE(a.send_burst(&bad.t, 1) == 1);
+    got = receive(b, 2);
+    REQUIRE(got.size() == 2);
+    CHECK(b.stats().peer_planes_learned == 1);
+    REQUIRE(b.peer_plane_address(b_to_a, 1, sa));
+    CHECK(ntohl(sa.sin_addr.s_addr) == ip4("127.0.0.2"));
+}
+
+TEST_CASE("udp: planes: more than 8 or a repeated address is refused", "[udp][planes]") {
+    UdpConfig c;
+    c.plane_ips = {"127.0.0.1", "127.0.0.1"};
+    CHECK_THROWS_WITH(UdpPort(c), Catch::Contains("plane address 127.0.0.1 given twice"));
+    c.plane_ips.clear();
+    for (int i = 1; i <= 9; ++i) c.plane_ips.push_back("127.0.0." + std::to_string(i));
+    CHECK_THROWS_WITH(UdpPort(c), Catch::Contains("9 planes, at most 8"));
 }
 
 TEST_CASE("udp: entropy selects the source port; lazily bound, re-routable", "[udp]") {

@@ -67,13 +67,24 @@ def encode(f):
                          f["rx_capacity_mbps"], f["cookie"], f["stream_depth"], f["csn_window"],
                          f["rate_hint"])
         assert len(b) == 44
+        # R-PLANE-1: a device with planes appends its plane block; the fields
+        # name them plane<i> = (IPv4 << 16) | port.
+        planes = [f[k] for k in sorted((k for k in f if k.startswith("plane") and k[5:].isdigit()),
+                                       key=lambda k: int(k[5:]))]
+        if planes:
+            b += struct.pack(">BBH", len(planes), 0, 0)
+            for v in planes:
+                b += struct.pack(">IHH", v >> 16, v & 0xFFFF, 0)
     elif t in ("DISCONNECT", "DISCONNECT_ACK"):
         b += struct.pack(">I", f["reason"])
         assert len(b) == 20
     return b
 
 
-def keys_for(t):
+def keys_for(t, f=None):
+    if f and t in ("CONNECT_REQ", "CONNECT_ACK") and "plane0" in f:
+        n = sum(1 for k in f if k.startswith("plane") and k[5:].isdigit())
+        return COMMON + CONNECT + ["num_planes"] + [f"plane{i}" for i in range(n)]
     return COMMON + {"DATA": DATA, "ACK": ACK, "NAK": NAK, "PROBE": PROBE, "PROBE_REPLY": PROBE,
                      "CONNECT_REQ": CONNECT, "CONNECT_ACK": CONNECT, "DISCONNECT": DISCONNECT,
                      "DISCONNECT_ACK": DISCONNECT}[t]
@@ -83,7 +94,7 @@ def fmt_value(k, v):
     if isinstance(v, str):
         return v
     if k in ("dst_conn", "src_conn", "rkey", "remote_addr", "cookie", "imm", "dflags",
-             "ack_flags") or k.startswith("sack"):
+             "ack_flags") or k.startswith("sack") or (k.startswith("plane") and k[5:].isdigit()):
         return hex(v)
     return str(v)
 
@@ -101,7 +112,7 @@ def write(outdir, name, desc, fields_line, data):
 
 
 def good(outdir, name, desc, f):
-    fields = " ".join(f"{k}={fmt_value(k, f[k])}" for k in keys_for(f["type"]))
+    fields = " ".join(f"{k}={fmt_value(k, f[k])}" for k in keys_for(f["type"], f))
     write(outdir, name, desc, fields, encode(f))
 
 
@@ -201,6 +212,13 @@ VECTORS = [
      dict(type="CONNECT_ACK", dst_conn=A, src_conn=B, path_id=0, num_paths=8,
           max_payload=9000, initial_csn=0x80000000, rx_capacity_mbps=25000, cookie=0xC001D00D,
           stream_depth=65536, csn_window=1048576, rate_hint=6250000)),
+    ("connect_req_planes", "CONNECT_REQ from a 3-plane device: its plane block lists "
+     "10.1.0.2, 10.2.0.2, 10.3.0.2, port 4793 each (R-PLANE-1)",
+     dict(type="CONNECT_REQ", dst_conn=0, src_conn=A, path_id=0, num_paths=6,
+          max_payload=8192, initial_csn=1, rx_capacity_mbps=100000, cookie=0xC001D00D,
+          stream_depth=256, csn_window=4096, rate_hint=0, num_planes=3,
+          plane0=(0x0A010002 << 16) | 4793, plane1=(0x0A020002 << 16) | 4793,
+          plane2=(0x0A030002 << 16) | 4793)),
     ("disconnect", "DISCONNECT, reason 0 (normal close)",
      dict(type="DISCONNECT", dst_conn=B, src_conn=A, path_id=0, reason=0)),
     ("disconnect_ack", "DISCONNECT_ACK, reason 0",
@@ -228,6 +246,17 @@ def main():
         ws[:24] + bytes([0]) + ws[25:])
     bad(outdir, "err_oversized_trailing", "disconnect with one byte past its header", "oversized",
         by_name["disconnect"] + b"\x00")
+    cp = by_name["connect_req_planes"]
+    bad(outdir, "err_connect_planes_too_many", "connect_req_planes with a block of 9 planes "
+        "(past the largest block, R-PLANE-1)", "oversized",
+        cp[:44] + struct.pack(">BBH", 9, 0, 0) + b"".join(struct.pack(">IHH", 0x0A000002 + (i << 16), 4793, 0)
+                                                     for i in range(9)))
+    bad(outdir, "err_connect_planes_count", "connect_req_planes announcing 4 planes with 3 listed",
+        "inconsistent", cp[:44] + bytes([4]) + cp[45:])
+    bad(outdir, "err_connect_planes_dup", "connect_req_planes with plane 2's address equal to plane 0's",
+        "inconsistent", cp[:-8] + cp[48:52] + cp[-4:])
+    bad(outdir, "err_connect_planes_partial", "connect_req with 3 bytes past its header (no whole block)",
+        "inconsistent", by_name["connect_req"] + b"\x01\x00\x00")
     ack = bytearray(by_name["ack"])
     ack[28:30] = struct.pack(">H", 5)  # ce_count 5 > rx_count 4
     bad(outdir, "err_inconsistent_ce_count", "ack with ce_count 5 > rx_count 4", "inconsistent",

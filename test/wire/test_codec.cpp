@@ -5,6 +5,7 @@
 // of every packet type, and every decode error (R-WIRE-*).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -413,6 +414,73 @@ TEST_CASE("probe and probe_reply round trip", "[wire][probe]") {
     }
 }
 
+TEST_CASE("connect plane block: round trip and every malformed block (R-PLANE-1)", "[wire][connect][planes]") {
+    std::array<PlaneAddr, kMaxPlanes> planes{};
+    for (size_t i = 0; i < kMaxPlanes; ++i) planes[i] = PlaneAddr{0x0A000002u + uint32_t(i << 16), uint16_t(4793 + i)};
+    for (PacketType t : {PacketType::connect_req, PacketType::connect_ack}) {
+        for (size_t n = 1; n <= kMaxPlanes; ++n) {
+            CAPTURE(to_string(t), n);
+            Bytes b = encode(common(t, 0), valid_connect());
+            uint8_t blk[kMaxPlaneBlock];
+            const size_t bl = encode_plane_block(blk, planes.data(), n);
+            REQUIRE(bl == kPlaneBlockHead + n * kPlaneEntryLen);
+            b.insert(b.end(), blk, blk + bl);
+            Packet out;
+            REQUIRE(dec(b) == DecodeError::ok);
+            REQUIRE(decode(b, out) == DecodeError::ok);
+            REQUIRE(out.connect.num_planes == n);
+            for (size_t i = 0; i < n; ++i) CHECK(plane_addr(out, i) == planes[i]);
+            CHECK(plane_addr(out, n) == PlaneAddr{});  // beyond the block: nothing
+            // Malformed: the count disagreeing with the length either way, zero
+            // planes, a zero address or port, an address twice.
+            Bytes bad = b;
+            bad[44] = uint8_t(n + 1);
+            CHECK(dec(bad) == DecodeError::inconsistent);
+            bad[44] = uint8_t(n - 1);
+            CHECK(dec(bad) == DecodeError::inconsistent);
+            bad = b;
+            bad.pop_back();
+            CHECK(dec(bad) == DecodeError::inconsistent);
+            bad = b;
+            std::fill(bad.begin() + 48, bad.begin() + 52, 0);
+            CHECK(dec(bad) == DecodeError::inconsistent);
+            bad = b;
+            bad[52] = bad[53] = 0;
+            CHECK(dec(bad) == DecodeError::inconsistent);
+            if (n >= 2) {
+                bad = b;
+                std::copy(b.begin() + 48, b.begin() + 52, bad.begin() + 48 + 8 * (n - 1));
+                CHECK(dec(bad) == DecodeError::inconsistent);
+            }
+            // Reserved bytes are ignored (R-WIRE-8).
+            bad = b;
+            bad[45] = bad[46] = bad[47] = 0xFF;
+            bad[54] = 0xFF;
+            CHECK(dec(bad) == DecodeError::ok);
+        }
+        // A hostile block: more planes than fit (9 listed) is past the room, oversized.
+        std::array<PlaneAddr, 9> nine{};
+        for (size_t i = 0; i < 9; ++i) nine[i] = PlaneAddr{0x0B000002u + uint32_t(i), 1};
+        Bytes b = encode(common(t, 0), valid_connect());
+        b.push_back(9);
+        b.insert(b.end(), 3, 0);
+        for (const PlaneAddr& a : nine) {
+            Bytes e(kPlaneEntryLen, 0);
+            put32(e, 0, a.ipv4);
+            put16(e, 4, a.port);
+            b.insert(b.end(), e.begin(), e.end());
+        }
+        CHECK(dec(b) == DecodeError::oversized);
+        b.resize(kConnectLen + kMaxPlaneBlock);  // 9 announced, 8 listed: no block
+        CHECK(dec(b) == DecodeError::inconsistent);
+    }
+    // The encoder refuses 0 or more than kMaxPlanes planes and a short buffer.
+    uint8_t blk[kMaxPlaneBlock + 8];
+    CHECK(encode_plane_block(blk, planes.data(), 0) == 0);
+    CHECK(encode_plane_block({blk, sizeof blk}, planes.data(), kMaxPlanes + 1) == 0);
+    CHECK(encode_plane_block({blk, kPlaneBlockHead + 7}, planes.data(), 1) == 0);
+}
+
 TEST_CASE("connect_req and connect_ack round trip", "[wire][connect]") {
     for (PacketType t : {PacketType::connect_req, PacketType::connect_ack}) {
         CAPTURE(to_string(t));
@@ -698,7 +766,10 @@ TEST_CASE("oversized: trailing bytes after header + payload", "[wire][errors]") 
         for (size_t extra : {size_t(1), size_t(2), size_t(100), size_t(9000)}) {
             Bytes b = valid_packet(t);
             b.resize(b.size() + extra, 0);
-            CHECK(dec(b) == DecodeError::oversized);
+            // R-PLANE-1: a CONNECT_* has room for a plane block (68 bytes at most);
+            // zeros there are no block.
+            const bool connect = t == PacketType::connect_req || t == PacketType::connect_ack;
+            CHECK(dec(b) == (connect && extra <= kMaxPlaneBlock ? DecodeError::inconsistent : DecodeError::oversized));
         }
     }
     // A data packet with payload_len 0 followed by bytes.
@@ -1107,7 +1178,7 @@ TEST_CASE("decode checks apply in the order of spec 2.12 (R-WIRE-9)", "[wire][er
     CHECK(dec(b) == DecodeError::oversized);
     b = valid_packet(PacketType::connect_ack);
     put16(b, 16, 0);
-    b.push_back(0);
+    b.resize(b.size() + kMaxPlaneBlock + 1, 0);  // past the largest plane block (R-PLANE-1)
     CHECK(dec(b) == DecodeError::oversized);
     // NAK: syndrome before opcode.
     b = valid_packet(PacketType::nak);

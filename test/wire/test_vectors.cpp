@@ -165,6 +165,13 @@ Field get(const Packet& p, const std::string& k) {
         if (k == "stream_depth") return num(h.stream_depth);
         if (k == "csn_window") return num(h.csn_window);
         if (k == "rate_hint") return num(h.rate_hint);
+        if (k == "num_planes") return num(h.num_planes);  // R-PLANE-1
+        if (k.size() > 5 && k.rfind("plane", 0) == 0) {
+            const size_t i = std::stoul(k.substr(5));
+            if (i >= h.num_planes) break;
+            const PlaneAddr a = plane_addr(p, i);
+            return num((uint64_t(a.ipv4) << 16) | a.port);
+        }
         break;
     }
     case PacketType::disconnect:

@@ -119,7 +119,11 @@ struct DpdkDeviceConfig {
 struct DeviceConfig {
     std::string name = "default";
     std::string driver = "udp";         // udp | dpdk
-    std::string address = "127.0.0.1";  // local IPv4 address to bind
+    std::string address = "127.0.0.1";  // local IPv4 address to bind (one plane)
+    // R-PLANE-1: one local IPv4 address per plane (key planes, at most
+    // wire::kMaxPlanes); empty: one plane at address. With planes, address is
+    // planes[0] (parse_config sets it; the key address may not be given too).
+    std::vector<std::string> planes;
     uint16_t port = 4793;               // well-known (listen) UDP port
     uint16_t path_port_base = 0;        // first path source port; 0: port + 1
     uint16_t path_port_span = 16;       // distinct path source ports
@@ -178,6 +182,13 @@ struct TransportStats {
     uint64_t rx_packets = 0, rx_bytes = 0, rx_truncated = 0, rx_errors = 0, rx_syscalls = 0;
 };
 
+// One plane of a device (R-PLANE-1, R-PLANE-5): its local address and the
+// driver's traffic counters on it (UDP payload bytes, every packet type).
+struct PlaneInfo {
+    std::string address;   // local IPv4 address
+    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+};
+
 class Transport {
 public:
     virtual ~Transport() = default;
@@ -207,6 +218,19 @@ public:
     // 0 if unknown. Device resolves max_payload = auto from it and refuses an
     // explicit max_payload that does not fit (R-SEG-4).
     virtual uint32_t link_mtu() const noexcept { return 0; }
+    // Planes of the device (R-PLANE-1): 1 for a one-plane driver, whose
+    // plane_info(0) carries the device's totals.
+    virtual size_t num_planes() const noexcept { return 1; }
+    virtual PlaneInfo plane_info(size_t plane) const {
+        PlaneInfo i;
+        if (plane != 0) return i;
+        const TransportStats s = stats();
+        i.tx_packets = s.tx_packets;
+        i.tx_bytes = s.tx_bytes;
+        i.rx_packets = s.rx_packets;
+        i.rx_bytes = s.rx_bytes;
+        return i;
+    }
 };
 
 // --------------------------------------------------------------------------
@@ -454,6 +478,10 @@ public:
     EngineStats engine_stats() const;
     TransportStats transport_stats() const;
     DeviceStats device_stats() const;
+    // Planes (R-PLANE-1, R-PLANE-5): how many, and one's address and per-plane
+    // counters. query_plane returns false for a plane the device does not have.
+    size_t num_planes() const;
+    bool query_plane(size_t plane, PlaneInfo& out) const;
 
     // Direct engine access for what the API does not wrap; the caller must hold
     // no assumption about thread safety in automatic mode (take lock() first).

@@ -8,6 +8,7 @@
 // Not thread-safe: one thread drives one Engine (the driver's lcore/poll loop).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -167,6 +168,7 @@ enum class PathStateKind : uint8_t { active, failed };
 struct PathStats {
     PathStateKind state = PathStateKind::active;
     uint16_t entropy = 0;
+    uint8_t plane = 0;           // R-PLANE-2: path i % the connection's planes
     double cwnd = 0;
     uint32_t inflight = 0;
     Time srtt = 0;
@@ -202,6 +204,7 @@ struct ConnStats {
     uint32_t peer = 0;
     uint32_t remote_conn = 0;
     uint16_t num_paths = 0;
+    uint8_t planes = 1;           // planes the connection's paths are spread over (R-PLANE-2)
     uint32_t rate_hint_kbps = 0;  // last hint received from the peer (0: none)
     uint64_t tx_data_packets = 0;
     uint64_t tx_payload_bytes = 0;
@@ -294,6 +297,13 @@ struct EngineConfig {
     Time ack_delay = 0;                  // hold acks at most this long (0: ack every rx burst)
     CcConfig cc{};
     uint32_t reroute_after_marks = 0;    // 0 = off; rounds with marks before changing entropy
+    // R-PLANE-1: this device's planes, announced in every CONNECT_* when
+    // there are two or more (one plane, or none given: no plane block, the
+    // v1 handshake unchanged). A connection uses min(ours, peer's) planes;
+    // path i is on plane i % that (R-PLANE-2), and TxPacket::plane says
+    // which plane a packet leaves on.
+    uint8_t num_planes = 0;
+    std::array<wire::PlaneAddr, wire::kMaxPlanes> planes{};
     // Pipeline arrangement (doc/architecture.md 4.2): rx_burst validates and
     // deduplicates but leaves payload copies to a placement stage (PlaceJob,
     // take_place_jobs / placed). false: run to completion, copies inline.

@@ -26,7 +26,9 @@ struct TxPacket {
     uint16_t entropy = 0;    // ECMP entropy of the path (R-PATH-8); changes when the path is re-routed
     uint16_t hdr_len = 0;
     uint8_t ect = 1;         // 1: send with ECT(0) (data packets), 0: Not-ECT (R-ECN-1)
-    uint8_t pad_ = 0;
+    // Plane to leave on (R-PLANE-2..4): the driver sends from its socket(s) on
+    // this plane to the peer's address on the same plane; 0 on one-plane devices.
+    uint8_t plane = 0;
     uint32_t payload_len = 0;
     const uint8_t* payload = nullptr;  // registered memory; stays valid until the op completes
     alignas(8) uint8_t hdr[wire::kMaxHeaderLen];
@@ -49,7 +51,7 @@ struct RxPacket {
     uint32_t peer = 0;              // driver's peer handle for the source address
     uint16_t local_path = 0;        // index of the local port/socket it arrived on (informational)
     uint8_t ce = 0;                 // 1 if the IP header carried CE (R-ECN-2)
-    uint8_t pad_ = 0;
+    uint8_t plane = 0;              // local plane it arrived on (informational, R-PLANE-2)
     uint32_t cookie = 0;            // driver's handle for the buffer; copied into PlaceJob::cookie
     const uint8_t* data2 = nullptr; // second span (the rest of the datagram), or unused
     uint32_t len2 = 0;              // 0: the datagram is data[0, len) alone

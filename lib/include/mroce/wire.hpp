@@ -29,6 +29,13 @@ inline constexpr size_t kMaxPayload = 9000;         // R-WIRE-6: largest payload
 inline constexpr size_t kSackBits = 256;            // R-SACK-1
 inline constexpr size_t kAtomicReqPayload = 16;     // R-ATOMIC-1
 inline constexpr size_t kAtomicRespPayload = 8;
+// R-PLANE-1: a CONNECT_* may carry a plane block after its 44-byte header:
+// num_planes (1 byte), 3 reserved bytes, then per plane an IPv4 address (4)
+// and the UDP port its well-known socket listens on (2), 2 reserved bytes.
+inline constexpr size_t kMaxPlanes = 8;
+inline constexpr size_t kPlaneBlockHead = 4;
+inline constexpr size_t kPlaneEntryLen = 8;
+inline constexpr size_t kMaxPlaneBlock = kPlaneBlockHead + kMaxPlanes * kPlaneEntryLen;  // 68
 
 enum class PacketType : uint8_t {
     data = 1,
@@ -152,6 +159,17 @@ struct ConnectHeader {
     uint32_t stream_depth = 0;  // max outstanding messages per stream and direction
     uint32_t csn_window = 0;    // max CSNs in flight toward the sender of this packet
     uint32_t rate_hint = 0;     // connect_ack: fair share for the initiator, kbit/s; 0 = none (R-HINT-8)
+    // Planes in the plane block that follows the header (R-PLANE-1); 0: no
+    // block (a one-plane device). The block is Packet::payload (plane_addr).
+    uint8_t num_planes = 0;
+};
+
+// One plane's address as a CONNECT_* announces it (R-PLANE-1): IPv4 in host
+// byte order and the plane's well-known UDP port.
+struct PlaneAddr {
+    uint32_t ipv4 = 0;
+    uint16_t port = 0;
+    bool operator==(const PlaneAddr&) const = default;
 };
 
 struct DisconnectHeader {
@@ -214,6 +232,12 @@ size_t encode_nak(std::span<uint8_t> out, const CommonHeader& c, const NakHeader
 size_t encode_probe(std::span<uint8_t> out, const CommonHeader& c, const ProbeHeader& p) noexcept;
 size_t encode_connect(std::span<uint8_t> out, const CommonHeader& c, const ConnectHeader& h) noexcept;
 size_t encode_disconnect(std::span<uint8_t> out, const CommonHeader& c, const DisconnectHeader& h) noexcept;
+// The plane block a CONNECT_* carries after its header (R-PLANE-1) for planes
+// [0, n): 1 <= n <= kMaxPlanes. Returns its length, or 0 if n is out of range
+// or out is too small. Senders put it where the payload goes (TxPacket::payload).
+size_t encode_plane_block(std::span<uint8_t> out, const PlaneAddr* planes, size_t n) noexcept;
+// Plane i of a decoded CONNECT_*'s block (i < connect.num_planes; decode checked it).
+PlaneAddr plane_addr(const Packet& p, size_t i) noexcept;
 
 // Opcode properties used by both codec and engine.
 constexpr bool valid_opcode(uint8_t o) noexcept {
@@ -370,6 +394,28 @@ inline void get_common(const uint8_t* p, CommonHeader& c) noexcept {
     c.reserved = get16(p + 14);
 }
 }  // namespace detail
+
+// R-PLANE-1: the plane block of a CONNECT_* (the bytes after its header):
+// num_planes in 1..kMaxPlanes and exactly 4 + 8 * num_planes bytes, every
+// plane a nonzero address and port, no address twice. Returns num_planes and
+// fills out[0, num_planes) (out may be null), or 0 if block is not one.
+// Inline so that drivers, which do not link the codec, read it the same way.
+inline size_t parse_plane_block(std::span<const uint8_t> block, PlaneAddr* out) noexcept {
+    using detail::get16;
+    using detail::get32;
+    if (block.size() < kPlaneBlockHead) return 0;
+    const uint8_t* b = block.data();
+    const size_t k = b[0];
+    if (k == 0 || k > kMaxPlanes || block.size() != kPlaneBlockHead + k * kPlaneEntryLen) return 0;
+    for (size_t i = 0; i < k; ++i) {
+        const uint8_t* e = b + kPlaneBlockHead + i * kPlaneEntryLen;
+        if (get32(e) == 0 || get16(e + 4) == 0) return 0;
+        for (size_t j = 0; j < i; ++j)
+            if (get32(b + kPlaneBlockHead + j * kPlaneEntryLen) == get32(e)) return 0;
+        if (out) out[i] = PlaneAddr{get32(e), get16(e + 4)};
+    }
+    return k;
+}
 
 // decode() for the datagram every data path receives most: a whole DATA
 // packet in one buffer is decoded inline, with the same checks and result

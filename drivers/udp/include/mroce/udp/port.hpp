@@ -22,6 +22,14 @@
 //    new handle. So one remote device keeps one handle whatever source ports
 //    it sprays over, and several devices may share an IP (loopback).
 //
+// Planes (R-PLANE-1..4): with plane_ips, the port has one socket set per
+// plane (a listen socket and path sockets bound to that plane's address, same
+// port numbers on every plane). A packet leaves from the set of its
+// TxPacket::plane toward the peer's address on that plane, which the port
+// learns from the plane block of the peer's CONNECT_REQ/ACK (until then, and
+// for a one-plane peer, toward the peer's well-known address). Datagrams from
+// any of a peer's plane addresses are attributed to that peer's one handle.
+//
 // Not thread-safe, except wake(): one poll thread owns a UdpPort.
 #pragma once
 
@@ -43,8 +51,12 @@ namespace mroce::udp {
 inline constexpr uint16_t kListenLocalPath = 0xFFFF;  // RxPacket::local_path of the listen socket
 inline constexpr uint32_t kNoPeer = 0;                 // never a valid handle
 
+inline constexpr size_t kMaxPlanes = wire::kMaxPlanes;
+
 struct UdpConfig {
-    std::string local_ip = "127.0.0.1";
+    std::string local_ip = "127.0.0.1";     // plane 0's address when plane_ips is empty
+    // One address per plane (R-PLANE-1), at most kMaxPlanes; empty: one plane at local_ip.
+    std::vector<std::string> plane_ips;
     uint16_t listen_port = 4793;            // the device's well-known port (wire::kDefaultUdpPort)
     uint16_t path_port_base = 4800;         // source ports of the paths start here
     uint16_t path_port_span = 64;           // distinct source ports (entropy values mod span)
@@ -55,6 +67,11 @@ struct UdpConfig {
     bool gro = true;                        // ask for UDP_GRO and split coalesced receives
     int sndbuf = 4 << 20;                   // SO_SNDBUF(FORCE) bytes; 0 keeps the default
     int rcvbuf = 8 << 20;                   // SO_RCVBUF(FORCE) bytes; 0 keeps the default
+};
+
+// Per-plane traffic (R-PLANE-5): packets and UDP payload bytes per direction.
+struct PlaneCounters {
+    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
 };
 
 struct UdpStats {
@@ -74,6 +91,8 @@ struct UdpStats {
     uint64_t peers_learned = 0;     // source addresses attributed through dst_conn
     uint64_t peers_created = 0;     // handles made for unknown sources
     uint64_t net_errors = 0;        // ICMP errors (IP_RECVERR) and send failures naming a destination
+    uint64_t peer_planes_learned = 0;  // plane blocks taken from a peer's CONNECT_* (R-PLANE-1)
+    PlaneCounters plane[kMaxPlanes];
 };
 
 // The last network error toward a peer (UdpPort::peer_error): errno as the
@@ -151,12 +170,25 @@ public:
         return uint16_t(cfg_.path_port_base + entropy % cfg_.path_port_span);
     }
     int listen_fd() const noexcept { return socks_.empty() ? -1 : socks_[0].fd; }
+    // Planes of this port (1 without plane_ips) and plane p's local address.
+    size_t num_planes() const noexcept { return plane_addr_.size(); }
+    in_addr plane_address(size_t p) const noexcept { return plane_addr_[p]; }
+    // Planes known for a peer handle (0: none announced) and its address on plane p.
+    size_t peer_planes(uint32_t handle) const noexcept {
+        return handle < peer_planes_.size() ? peer_planes_[handle].n : 0;
+    }
+    bool peer_plane_address(uint32_t handle, size_t p, sockaddr_in& out) const;
 
 private:
     struct Sock {
         int fd = -1;
         uint16_t port = 0;
         uint16_t local_path = 0;
+        uint8_t plane = 0;
+    };
+    struct PeerPlanes {     // a peer's plane addresses, from its plane block (R-PLANE-1)
+        uint8_t n = 0;
+        sockaddr_in addr[kMaxPlanes];
     };
     struct RxDesc {         // one received buffer, split into packets on the way out
         uint8_t* data;
@@ -165,15 +197,20 @@ private:
         uint32_t peer;
         uint16_t local_path;
         uint8_t ce;
+        uint8_t plane;
     };
 
-    int open_socket(uint16_t port, uint16_t local_path, std::string* err);
+    int open_socket(uint16_t port, uint16_t local_path, uint8_t plane, std::string* err);
+    uint16_t open_path_on(uint8_t plane, uint16_t entropy);
+    void learn_planes(uint32_t peer, const uint8_t* data, uint32_t len, in_addr from);
+    bool is_peer_plane_ip(uint32_t peer, in_addr a) const noexcept;
+    static bool block_lists(const uint8_t* data, uint32_t len, in_addr addr) noexcept;
     int sock_for(const TxPacket& p);
     uint32_t peer_for_rx(const sockaddr_in& sa, const uint8_t* data, uint32_t len);
     size_t recv_sock(size_t si, size_t first, size_t vlen, size_t& produced);
     size_t emit(RxPacket* out, size_t max);
     size_t send_chunk(const TxPacket* pkts, size_t n, uint32_t base, uint32_t* unsent, size_t& nunsent);
-    void send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, int fd, uint32_t base,
+    void send_group(const TxPacket* pkts, const uint32_t* idx, size_t cnt, const Sock& sock, uint32_t base,
                     uint32_t* unsent, size_t& nunsent, size_t& sent);
     void add_ready(uint32_t si);
     void drain_errors(size_t si);
@@ -186,18 +223,19 @@ private:
     UdpStats st_;
     bool gso_ = false;
     bool gro_ = false;
-    in_addr local_addr_{};
+    std::vector<in_addr> plane_addr_;    // plane -> local address (plane 0 = local_ip without plane_ips)
     uint32_t link_mtu_ = 0;
     std::string link_name_;
     int ep_ = -1;
     int wake_fd_ = -1;
     std::string last_error_;
 
-    std::vector<Sock> socks_;            // [0] = listen socket, then path sockets in open order
-    std::vector<int16_t> slot_sock_;     // entropy % span -> index in socks_ (-1: not open, -2: failed)
+    std::vector<Sock> socks_;            // [p] = plane p's listen socket, then path sockets in open order
+    std::vector<int16_t> slot_sock_;     // plane * span + entropy % span -> index in socks_ (-1: not open, -2: failed)
 
     std::vector<sockaddr_in> peers_;     // handle -> address; [0] unused
     std::vector<PeerError> peer_err_;    // handle -> last network error
+    std::vector<PeerPlanes> peer_planes_;  // handle -> its plane addresses (n 0: none known)
     std::unordered_map<uint64_t, uint32_t> peer_by_addr_;
     std::unordered_map<uint32_t, uint32_t> peer_by_conn_;  // our conn id (their dst_conn) -> handle
     uint64_t last_key_ = ~0ull;
@@ -226,7 +264,7 @@ private:
     std::vector<uint32_t> ready_;        // socket indices known readable
     std::vector<uint8_t> in_ready_;      // per socket: already listed in ready_
     uint32_t rx_calls_ = 0;
-    bool listen_hot_ = false;            // the listen socket gave packets last call: skip epoll
+    uint32_t listen_hot_ = 0;            // listen sockets (bit per plane) that gave packets last call: skip epoll
     size_t segs_hint_ = 1;               // packets per buffer in the last receive (GRO)
     std::vector<epoll_event> ep_events_;
 };
