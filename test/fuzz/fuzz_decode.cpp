@@ -128,6 +128,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (es == DecodeError::ok) fail("decode_split accepted what decode refused");
         } else if (cut < header_len(p.common.type)) {
             if (es != DecodeError::split_header) fail("decode_split accepted a straddled header");
+        } else if (p.common.type != PacketType::data && !p.payload.empty()) {
+            // A CONNECT_*'s plane block (R-PLANE-1) comes whole or not at all
+            // through decode_split: the DPDK driver, its only user, refuses planes.
         } else {
             if (es != DecodeError::ok) fail("decode_split refused what decode accepted");
             if (!s.payload.empty() && s.payload.data() != first.data() + header_len(p.common.type))
@@ -167,6 +170,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             !is_single_packet(p.data.opcode))
             fail("accepted offset + payload_len > msg_len");
         if (seq_lt(p.data.psn, p.data.path_floor)) fail("accepted psn below path_floor");
+    } else if ((p.common.type == PacketType::connect_req || p.common.type == PacketType::connect_ack) &&
+               p.connect.num_planes != 0) {
+        // R-PLANE-1: the plane block is the CONNECT_*'s payload, the rest of the datagram.
+        if (p.payload.data() != data + hl || hl + p.payload.size() != size) fail("plane block is not the rest");
+        if (parse_plane_block(p.payload, nullptr) != p.connect.num_planes) fail("accepted a bad plane block");
     } else {
         if (!p.payload.empty()) fail("payload on a non-data packet");
         if (hl != size) fail("accepted trailing bytes");
