@@ -110,6 +110,7 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
             p.consecutive_timeouts = 0;
+            p.silent_rounds = 0;
             p.rto_pending = false;
             cc_fresh(*c, p, pi);
             const Time rtt = Time(uint32_t(now) - pk.probe.ts);
@@ -1169,16 +1170,20 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     const bool undo = p.rto_pending && rx_late_ack(c, p, a, now);  // R-TIMER-7
     uint32_t newly = 0;
+    bool heard = undo;  // the path carried something to the peer (R-TIMER-9)
+    Time acked_sent = c.acked_sent;
     auto ack_slot = [&](uint32_t psn) __attribute__((always_inline)) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight) {
             sl.state = TxSlotState::acked;
             --p.inflight;
             ++newly;
+            acked_sent = std::max(acked_sent, sl.sent);
             delivered(c, sl.csn);
         } else if (sl.state == TxSlotState::lost) {
             // Declared lost by a timeout yet it arrived: the CSN is delivered.
             sl.state = TxSlotState::acked;
+            heard = true;
             delivered(c, sl.csn);
         }
     };
@@ -1225,6 +1230,17 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     advance_una(p);
     advance_csn_una(c);  // once per ACK for every CSN it delivered
+    if (newly | heard) {
+        p.silent_rounds = 0;
+        p.last_heard = now;
+        if (heard) p.reo_mult = std::min<uint32_t>(8, 2 * p.reo_mult);  // it was late, not lost
+    }
+    c.acked_sent = acked_sent;
+    // R-TIMER-9: a path found overdue waited for this evidence.
+    if (acked_sent >= c.silence_wait) [[unlikely]] {
+        c.silence_wait = TimerWheel::kNever;
+        arm(c, now);
+    }
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
