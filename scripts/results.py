@@ -354,8 +354,8 @@ def table_e():
 # gnuplot (Debian package gnuplot-nox), SVG, from the CSVs above.
 def gnuplot(name, script):
     path = os.path.join(a.csv_dir, name)
-    full = f"set terminal svg size 800,420 dynamic font 'sans,12' background '#ffffff'\nset output '{path}'\n" \
-           f"set datafile separator ','\nset key autotitle columnhead\nset grid\n" + script
+    full = f"set terminal svg size 800,480 dynamic font 'sans,12' background '#ffffff'\nset output '{path}'\n" \
+           f"set datafile separator ','\nset grid\n" + script
     out = subprocess.run(["gnuplot"], input=full, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"gnuplot failed on {path}: {out.stderr}")
@@ -382,9 +382,10 @@ def plots():
             blocks += f"$s{idx} << EOD\n" + "".join(
                 f"{float(r['loss']) * 100},{r['of_lossless']}\n" for r in rows
                 if (r["form"], r["transport"]) == (form, tr)) + "EOD\n"
-            dash = "dt 1" if form == "pipelined" else "dt 2"
-            plots_.append(f"$s{idx} using 1:2 with linespoints {dash} lw 2 title '{tr}, {form}'")
-        gnuplot("ring-loss.svg", blocks + "unset key\nset key top right\n"
+            dash = "dt 1 pt 7" if form == "pipelined" else "dt 2 pt 6"
+            color = {"mroce": "'#0072b2'", "RoCEv2": "'#d55e00'", "RoCEv2+PFC": "'#009e73'"}.get(tr, "'gray'")
+            plots_.append(f"$s{idx} using 1:2 with linespoints {dash} lc rgb {color} lw 2 title '{tr}, {form}'")
+        gnuplot("ring-loss.svg", blocks + "set key below\n"
                 "set xlabel 'random loss per end-to-end path (%)'\nset ylabel 'goodput, fraction of lossless'\n"
                 "set xrange [0:10.2]\nset yrange [0:1.05]\n"
                 f"set title 'Ring all-reduce, {a.hosts} hosts, {a.gbps:g} Gbit/s, {a.mib} MiB per host'\n"
@@ -399,7 +400,7 @@ def plots():
             blocks += f"$s{idx} << EOD\n" + "".join(f"{r['planes']},{r['of_planes_x_one']}\n"
                                                       for r in rows if r["transport"] == tr) + "EOD\n"
             pl.append(f"$s{idx} using 1:2 with linespoints lw 2 title '{tr}'")
-        gnuplot("planes.svg", blocks + "unset key\nset key bottom left\nset logscale x 2\n"
+        gnuplot("planes.svg", blocks + "set key bottom left\nset logscale x 2\n"
                 "set xlabel 'planes'\nset ylabel 'aggregate / (planes x one plane)'\nset yrange [0:1.2]\n"
                 f"set title 'All-to-all over planes, {a.b_hosts} hosts'\n"
                 "plot 0.97 with lines lc 'black' dt 2 title 'target 0.97', " + ", ".join(pl) + "\n")
@@ -407,21 +408,23 @@ def plots():
         conf = open("config/sim/plane-failure.conf").read()
         ats = [int(x) for x in re.findall(r"^at_us\s*=\s*(\d+)", conf, re.M)]
         m, r = os.path.join(d, f"plane-failure-{a.c_hosts}.csv"), os.path.join(d, f"plane-failure-{a.c_hosts}-roce.csv")
-        extra = f", '{r}' using 1:2 with lines lw 1.5 title 'RoCEv2 goodput'" if os.path.exists(r) else ""
+        extra = f", '{r}' every ::1 using 1:2 with lines lw 1.5 title 'RoCEv2 goodput'" if os.path.exists(r) else ""
         gnuplot("plane-failure.svg",
-                "unset key\nset key bottom right\nset xlabel 'time (us)'\nset ylabel 'Gbit/s (all hosts)'\n"
+                "set key bottom right\nset xlabel 'time (us)'\nset ylabel 'Gbit/s (all hosts)'\n"
                 f"set title 'Plane 1 of 4 fails at {ats[0]} us and returns at {ats[1]} us, {a.c_hosts} hosts'\n"
                 f"set arrow from {ats[0]}, graph 0 to {ats[0]}, graph 1 nohead lc 'red' dt 2\n"
                 f"set arrow from {ats[1]}, graph 0 to {ats[1]}, graph 1 nohead lc 'dark-green' dt 2\n"
-                f"plot '{m}' using 1:2 with lines lw 1.5 title 'mroce goodput', "
-                f"'{m}' using 1:4 with lines lw 1 title 'mroce wire rate into plane 1'{extra}\n")
+                f"plot '{m}' every ::1 using 1:2 with lines lw 1.5 title 'mroce goodput', "
+                f"'{m}' every ::1 using 1:4 with lines lw 1 title 'mroce wire rate into plane 1'{extra}\n")
+    def jcol(path):  # the CSV's jain column, 1-based
+        return open(path).readline().strip().split(",").index("jain") + 1
     if "d" in plot_tables:
         fs = [(f"incast-{a.d_senders}-{k}.csv", t) for k, t in
               [("hints", "mroce, receiver hints"), ("nohints", "mroce, no hints"), ("roce", "RoCEv2"),
                ("roce-pfc", "RoCEv2+PFC")]]
-        pl = [f"'{os.path.join(d, f)}' using 1:(column('jain')) with steps lw 1.5 title '{t}'" for f, t in fs if have(f)]
+        pl = [f"'{os.path.join(d, f)}' using 1:{jcol(os.path.join(d, f))} every ::1 with steps lw 1.5 title '{t}'" for f, t in fs if have(f)]
         if pl:
-            gnuplot("incast.svg", "unset key\nset key bottom right\nset xlabel 'time (us)'\n"
+            gnuplot("incast.svg", "set key below\nset xlabel 'time (us)'\n"
                     "set ylabel 'Jain index of bytes placed per 20 us'\nset yrange [0:1.05]\n"
                     f"set title '{a.d_senders}:1 incast, {a.gbps:g} Gbit/s'\nplot " + ", ".join(pl) + "\n")
     if "e" in plot_tables and have(f"completion-{a.e_hosts}.csv"):
@@ -431,7 +434,7 @@ def plots():
             for r in rows:
                 if r["workload"] == wname and r["condition"] not in conds:
                     conds.append(r["condition"])
-            data = "$d << EOD\ncondition,mroce,RoCEv2,RoCEv2+PFC\n"
+            data = "$d << EOD\n"
             for c in conds:
                 v = {r["transport"]: float(r["jct_us"]) for r in rows if r["workload"] == wname and r["condition"] == c}
                 data += f"\"{c}\",{v.get('mroce', 0)},{v.get('RoCEv2', 0)},{v.get('RoCEv2+PFC', 0)}\n"
