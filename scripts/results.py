@@ -409,9 +409,12 @@ def plots():
         ats = [int(x) for x in re.findall(r"^at_us\s*=\s*(\d+)", conf, re.M)]
         m, r = os.path.join(d, f"plane-failure-{a.c_hosts}.csv"), os.path.join(d, f"plane-failure-{a.c_hosts}-roce.csv")
         extra = f", '{r}' every ::1 using 1:2 with lines lw 1.5 title 'RoCEv2 goodput'" if os.path.exists(r) else ""
+        t_end = float(open(m).read().split()[-1].split(",")[0])  # mroce's last sample; RoCEv2 runs longer
         gnuplot("plane-failure.svg",
-                "set key bottom right\nset xlabel 'time (us)'\nset ylabel 'Gbit/s (all hosts)'\n"
-                f"set title 'Plane 1 of 4 fails at {ats[0]} us and returns at {ats[1]} us, {a.c_hosts} hosts'\n"
+                "set key below\nset xlabel 'time (us)'\nset ylabel 'Gbit/s (all hosts)'\n"
+                f"set xrange [0:{t_end * 1.05:.0f}]\n"
+                f"set title 'Plane 1 of 4 fails at {ats[0]} us and returns at {ats[1]} us, {a.c_hosts} hosts "
+                f"(RoCEv2 runs on to {float(open(r).read().split()[-1].split(',')[0]) if os.path.exists(r) else 0:.0f} us)'\n"
                 f"set arrow from {ats[0]}, graph 0 to {ats[0]}, graph 1 nohead lc 'red' dt 2\n"
                 f"set arrow from {ats[1]}, graph 0 to {ats[1]}, graph 1 nohead lc 'dark-green' dt 2\n"
                 f"plot '{m}' every ::1 using 1:2 with lines lw 1.5 title 'mroce goodput', "
