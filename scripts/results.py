@@ -389,9 +389,10 @@ def plots():
                 "set xlabel 'random loss per end-to-end path (%)'\nset ylabel 'goodput, fraction of lossless'\n"
                 "set xrange [0:10.2]\nset yrange [0:1.05]\n"
                 f"set title 'Ring all-reduce, {a.hosts} hosts, {a.gbps:g} Gbit/s, {a.mib} MiB per host'\n"
-                "$pub << EOD\n1,0.86\nEOD\n"
+                "$pub << EOD\n1,0.86\nEOD\n$tgt << EOD\n1,0.95\n10,0.80\nEOD\n"
                 "plot 1 - x/100 with lines lc 'black' lw 1 title 'limit 1-p', "
                 "$pub using 1:2 with points pt 7 ps 1.5 lc 'red' title 'published hardware (about 0.86 at 1%)', "
+                "$tgt using 1:2 with points pt 2 ps 1.5 lc 'black' title 'issue 22 target (0.95, 0.80)', "
                 + ", ".join(plots_) + "\n")
     if "b" in plot_tables and have(f"planes-{a.b_hosts}.csv"):
         rows = list(csv.DictReader(open(os.path.join(d, f"planes-{a.b_hosts}.csv"))))
