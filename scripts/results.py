@@ -9,7 +9,7 @@
 #   (b) 1, 2, 4, 8 planes, all-to-all with >= 4,000 connections: aggregate
 #       / (planes x one plane);
 #   (c) a plane failing mid-run and coming back (config/sim/plane-failure.conf):
-#       goodput over time (CSV, and a PNG if matplotlib is installed), time to
+#       goodput over time (CSV; SVG with --plots), time to
 #       95% of the surviving capacity, failed operations, the plane's reuse;
 #   (d) 64:1 incast with and without receiver hints: Jain index from 2 RTTs,
 #       overall, fraction of line rate, drops, peak queue;
@@ -26,7 +26,7 @@ import argparse, csv, json, math, os, re, resource, shutil, subprocess, sys, tim
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
-ap.add_argument("--tables", default="a,b,c,d")
+ap.add_argument("--tables", default="a,b,c,d,e", help="tables to run: any of a,b,c,d,e, or none (with --plots: redraw from the CSVs)")
 ap.add_argument("--hosts", type=int, default=16, help="(a): hosts")
 ap.add_argument("--gbps", type=float, default=400)
 ap.add_argument("--mib", type=int, default=16, help="(a): MiB per host")
