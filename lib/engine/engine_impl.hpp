@@ -67,6 +67,7 @@ struct TxPath {
     Time rttvar = 0;
     Time rto = 0;
     bool have_rtt = false;
+    bool rtt_borrowed = false;   // srtt is a sibling's first sample (R-TIMER-1): the path's own first replaces it
     uint32_t marked_rounds = 0;  // consecutive rounds with CE, for re-routing (R-SCHED-5)
     uint32_t rounds_seen = 0;
     uint32_t cc_slot = 0;        // the path's slot in the CC core (R-CC-8)
@@ -308,6 +309,7 @@ struct Conn {
     // evidence past it calls the timers at once (rx_ack).
     Time acked_sent = 0;
     Time silence_wait = ~Time(0);
+    bool rtt_lent = false;         // R-TIMER-1: the first RTT sample was given to the paths without one
     Time next_keepalive = 0;       // R-CONN-15: the earliest next keepalive
     uint16_t keepalive_path = 0;   // keepalives take the paths in turn
     Time next_ctrl_retry = 0;
@@ -750,6 +752,7 @@ struct Engine::Impl {
     Time keepalive_interval() const { return cfg.keepalive_interval ? cfg.keepalive_interval : cfg.conn_timeout / 4; }
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void path_silent(Conn& c, uint16_t pi, Time now);
+    void lend_rtt(Conn& c, Time r);
     void fail_path(Conn& c, TxPath& p, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);

@@ -1105,16 +1105,30 @@ static void advance_una(TxPath& p) {
 
 void Engine::Impl::rtt_sample(TxPath& p, Time r) {
     // R-TIMER-1: RFC 6298 estimator per path.
-    if (!p.have_rtt) {
+    if (!p.have_rtt || p.rtt_borrowed) {
         p.srtt = r;
         p.rttvar = r / 2;
         p.have_rtt = true;
+        p.rtt_borrowed = false;
     } else {
         const Time diff = p.srtt > r ? p.srtt - r : r - p.srtt;
         p.rttvar = (3 * p.rttvar + diff) / 4;
         p.srtt = (7 * p.srtt + r) / 8;
     }
     p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
+}
+
+// R-TIMER-1: the connection's first RTT sample is every other path's until it
+// has its own, so a path whose first packets are lost waits an RTO of that
+// RTT (and R-TIMER-8/9 apply), not initial_rto: a short flow on a fresh
+// connection otherwise pays initial_rto (1 ms) for one lost packet.
+void Engine::Impl::lend_rtt(Conn& c, Time r) {
+    c.rtt_lent = true;
+    for (TxPath& q : c.paths)
+        if (!q.have_rtt) {
+            rtt_sample(q, r);
+            q.rtt_borrowed = true;
+        }
 }
 
 // R-TIMER-7: an ACK of PSNs a timeout already declared lost (below snd_una).
@@ -1253,6 +1267,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         if (a.ts_echo) {
             const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
             rtt_sample(p, r);
+            if (!c.rtt_lent) [[unlikely]] lend_rtt(c, r);
             f.rtt = uint32_t(r);
             if (r && (!p.st.min_rtt || r < p.st.min_rtt)) p.st.min_rtt = r;  // as the CC core's (R-HINT-7)
         }

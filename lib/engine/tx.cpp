@@ -56,6 +56,10 @@ static Time backed_off_rto(const TxPath& p, const EngineConfig& cfg) {
     return std::min<Time>(p.rto << std::min<uint32_t>(p.consecutive_timeouts, 16), cfg.max_rto);
 }
 
+// R-TIMER-8/9 time the path by its own RTT samples: a sibling's lent one
+// (R-TIMER-1) sets only its RTO, which stays above min_rto.
+static bool own_rtt(const TxPath& p) { return p.have_rtt && !p.rtt_borrowed; }
+
 // R-PATH-11: a failed path's first re-probe comes this many of its smoothed
 // RTTs after the first probe (or at probe_interval, if sooner).
 static constexpr Time kProbeRtts = 8;
@@ -361,7 +365,7 @@ void Engine::Impl::plan_paths(Conn& c, Time now) {
         // The retransmission timer every send on the path arms (send_on_path):
         // the same for the whole burst (no RTT or timeout changes inside it).
         const Time rto = backed_off_rto(p, cfg);
-        p.sched_timer = now + (p.have_rtt ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
+        p.sched_timer = now + (own_rtt(p) ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
         const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
@@ -1072,7 +1076,7 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             if (p.snd_una == p.snd_nxt) continue;
             const PathTxSlot& oldest = p.ring[p.snd_una & (kPathRing - 1)];
             const Time rto = backed_off_rto(p, cfg);
-            if (p.have_rtt) {  // R-TIMER-9
+            if (own_rtt(p)) {  // R-TIMER-9
                 // Silent since its oldest packet left or it was last heard, whichever
                 // is later: a path whose ACKs keep coming, late behind a queue, is not.
                 const Time quiet = std::max(oldest.sent, p.last_heard) + silence_delay(p, cfg);
@@ -1095,7 +1099,7 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             // delay) after the newest packet: send that packet once more on
             // this path, so that a lost ACK or a lost last packet costs one
             // RTT, not an RTO.
-            if (p.have_rtt && (!p.tlp_sent || p.tlp_una != p.snd_una) && now < oldest.sent + rto) {
+            if (own_rtt(p) && (!p.tlp_sent || p.tlp_una != p.snd_una) && now < oldest.sent + rto) {
                 const PathTxSlot& newest = p.ring[(p.snd_nxt - 1) & (kPathRing - 1)];
                 const Time pto = newest.sent + 2 * p.srtt + cfg.ack_delay;
                 if (newest.state == TxSlotState::inflight && pto < oldest.sent + rto) {
