@@ -752,7 +752,7 @@ struct Engine::Impl {
     Time keepalive_interval() const { return cfg.keepalive_interval ? cfg.keepalive_interval : cfg.conn_timeout / 4; }
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void path_silent(Conn& c, uint16_t pi, Time now);
-    void lend_rtt(Conn& c, Time r);
+    void lend_rtt(Conn& c, Time r, Time now);
     void fail_path(Conn& c, TxPath& p, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);

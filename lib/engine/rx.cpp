@@ -1122,12 +1122,14 @@ void Engine::Impl::rtt_sample(TxPath& p, Time r) {
 // has its own, so a path whose first packets are lost waits an RTO of that
 // RTT (and R-TIMER-8/9 apply), not initial_rto: a short flow on a fresh
 // connection otherwise pays initial_rto (1 ms) for one lost packet.
-void Engine::Impl::lend_rtt(Conn& c, Time r) {
+void Engine::Impl::lend_rtt(Conn& c, Time r, Time now) {
     c.rtt_lent = true;
     for (TxPath& q : c.paths)
         if (!q.have_rtt) {
             rtt_sample(q, r);
             q.rtt_borrowed = true;
+            // Its packets in flight were timed by initial_rto when they left.
+            if (q.snd_una != q.snd_nxt) arm(c, now);
         }
 }
 
@@ -1267,7 +1269,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         if (a.ts_echo) {
             const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
             rtt_sample(p, r);
-            if (!c.rtt_lent) [[unlikely]] lend_rtt(c, r);
+            if (!c.rtt_lent) [[unlikely]] lend_rtt(c, r, now);
             f.rtt = uint32_t(r);
             if (r && (!p.st.min_rtt || r < p.st.min_rtt)) p.st.min_rtt = r;  // as the CC core's (R-HINT-7)
         }

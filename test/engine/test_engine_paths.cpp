@@ -781,3 +781,36 @@ TEST_CASE("a path much slower than its siblings is not declared silent (R-TIMER-
     CHECK(ps3.retransmits == 0);
     CHECK(ps3.state == PathStateKind::active);
 }
+
+// R-TIMER-1 (lent sample): a path whose first flight is lost, before it has
+// an RTT sample of its own, is timed by the connection's first sample, not by
+// initial_rto (1 ms): before, one lost packet cost a short flow on a fresh
+// connection 1 ms.
+TEST_CASE("a path's first flight lost before its first RTT sample costs min_rto, not initial_rto (R-TIMER-1)",
+          "[engine][silence]") {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    cfg.rate_hints = false;  // the whole message in the first flight, a quarter of it on path 3
+    REQUIRE(cfg.initial_rto >= 1'000'000);
+    Pair p(cfg);
+    p.stream(9);
+    const size_t kLen = 65536;
+    WriteBuffers wb(p, kLen, 5);
+    const Time start = p.link->now;
+    uint64_t dropped = 0;
+    bool acked = false;  // path 3's first flight, all it sends before B's first ACK leaves
+    p.link->drop_if = [&](int side, const TxPacket& t) {
+        acked |= side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack);
+        const bool drop = side == 0 && is_data(t) && t.path == 3 && !acked;
+        dropped += drop;
+        return drop;
+    };
+    p.post_writes(9, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 1, 65536);
+    auto got = p.wait(*p.a, p.cqa, 1);
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].status == WcStatus::success);
+    REQUIRE(dropped > 0);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    INFO("done " << (p.link->now - start) << " ns after the post; " << dropped << " dropped");
+    CHECK(p.link->now - start < cfg.initial_rto / 2);
+}
