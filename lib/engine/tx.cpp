@@ -838,8 +838,9 @@ void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
 // R-TIMER-9: nothing of the path acknowledged for its own RTT (counted from
 // its oldest packet's send or its last ACK, whichever is later) while a packet
 // sent no earlier than that oldest one was acknowledged on another path: the
-// peer answers, this route does not. The first silence is loss (a lost tail, resent elsewhere at
-// once, the window kept: random loss is not congestion, R-CC-5); a second with
+// peer answers, this route does not. The first silence is loss of its oldest
+// packet (a lost tail, resent elsewhere at once, the window kept: random loss is
+// not congestion, R-CC-5); a second with
 // no ACK of the path between is a timeout (R-TIMER-2) and retires the path
 // (R-PATH-9): a dead route is gone in two rounds of its RTT, not three
 // backed-off RTOs, and probed on the scale of its RTT (R-PATH-11).
@@ -853,14 +854,14 @@ void Engine::Impl::path_silent(Conn& c, uint16_t pi, Time now) {
         fail_path(c, p, now);
         return;
     }
-    uint16_t losses = 0;
-    const uint32_t una = p.snd_una;  // as an ACK that showed these holes would report it
-    for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn)
-        if (p.ring[psn & (kPathRing - 1)].state == TxSlotState::inflight) {
-            declare_lost(c, p, psn);
-            ++p.st.losses;
-            ++losses;
-        }
+    // Only the oldest packet: a lost tail is mostly one packet (the rest follow
+    // by SACK once its resend is acknowledged), and a silence that was a queue
+    // after all then costs one duplicate, not a window. A dead route's whole
+    // flight goes at the second silence.
+    const uint32_t una = p.snd_una;  // as an ACK that showed this hole would report it
+    declare_lost(c, p, p.snd_una);
+    ++p.st.losses;
+    const uint16_t losses = 1;
     while (p.snd_una != p.snd_nxt && p.ring[p.snd_una & (kPathRing - 1)].state != TxSlotState::inflight) {
         p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
         ++p.snd_una;
@@ -1089,7 +1090,9 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
                             next = std::min(next, p.next_probe);
                             continue;
                         }
-                        if (p.snd_una == p.snd_nxt) continue;
+                        // The rest of the flight is timed afresh (its own oldest, the doubled wait).
+                        if (p.snd_una != p.snd_nxt) next = std::min(next, now);
+                        continue;
                     } else {
                         c->silence_wait = std::min(c->silence_wait, oldest.sent);
                     }
