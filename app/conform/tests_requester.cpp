@@ -167,6 +167,44 @@ CONFORM_TEST(tail_loss_probe, "R-TIMER-8 R-RTT-1:sample",
     e.completions(1);
 }
 
+CONFORM_TEST(path_silence, "R-TIMER-9 R-PATH-9:silence",
+             "two paths, RTO 500 ms: path 1 never acknowledged while path 0 is: its flight is resent and, at its second "
+             "silence, the path is retired (a PROBE on it), both long before the RTO") {
+    Env e = setup(t, Setup{.iut = iut_cfg({{"num_paths", "2"}, {"init_cwnd", "4"}, {"initial_rto_us", "500000"},
+                                        {"min_rto_us", "500000"}, {"max_rto_us", "1000000"}})});
+    e.p().echo_ts = true;  // RTT samples on both paths first
+    e.post("write", e.wr(1, 0, 40 * 1024));
+    ack_until_done(e, 1);
+    e.post("write", e.wr(2, 0, 64 * 1024));
+    const uint64_t start = now_ns();
+    std::set<uint32_t> unacked;  // CSNs sent on path 1 and never acknowledged
+    std::optional<RxPkt> resend, probe;
+    size_t n0 = 0;
+    const Pred data_or_probe = [d = is_data(), pr = is_ctrl(PacketType::probe)](const RxPkt& p) { return d(p) || pr(p); };
+    while (now_ns() - start < 450 * kMs && !(resend && probe)) {
+        auto f = e.p().collect(data_or_probe, 5 * kMs);
+        for (const auto& p : f) {
+            if (p.pk.common.type == PacketType::probe) {
+                if (p.pk.common.path_id == 1 && !probe) probe = p;
+                continue;
+            }
+            if (p.pk.common.path_id == 1) {
+                unacked.insert(p.d().csn);
+                continue;
+            }
+            if (unacked.count(p.d().csn) && !resend) resend = p;
+            ++n0;
+            e.p().record(p);
+        }
+        e.p().ack_path(0);
+    }
+    check(!unacked.empty(), "DATA on path 1 (the flight to go silent)", "none of " + std::to_string(n0) + " packets");
+    check(resend.has_value(), "a CSN first sent on path 1 resent and acknowledged on path 0 within 450 ms",
+          std::to_string(unacked.size()) + " CSNs sent on path 1, none resent on path 0");
+    check(probe.has_value(), "path 1 retired (a PROBE on it) within 450 ms, before its 500 ms RTO", "no PROBE");
+    ack_until_done(e, 1);
+}
+
 CONFORM_TEST(rto_backoff_path_failure_and_probing, "R-TIMER-2 R-TIMER-3 R-PATH-9 R-PATH-10 R-PATH-11 R-SCHED-9 R-TIMER-1:initial",
              "unacknowledged: resent after 30, 60 ms (backoff); the third timeout fails the path: new source port, PROBEs "
              "every 20 ms, no DATA; the latest probe's reply revives it") {

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
+#include <unordered_map>
 #include <memory>
 #include <stdexcept>
 
@@ -100,6 +102,12 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
                     b.host_links[h].push_back(b.planes.up[h * f.planes + p]);
                     b.host_down[h].push_back(b.planes.down[h * f.planes + p]);
                 }
+            if (f.hot_bps) {
+                // The hot link: plane 0, leaf hot_leaf <-> spine hot_spine, both directions.
+                const PlanesTopology& t = b.planes;
+                fab.link(t.leaf_spine[size_t(f.hot_leaf) * t.spines + f.hot_spine]).set_rate(f.hot_bps);
+                fab.link(t.spine_leaf[size_t(f.hot_spine) * t.leaves + f.hot_leaf]).set_rate(f.hot_bps);
+            }
             for (uint16_t p = 0; p < f.planes; ++p) {
                 b.groups.push_back(b.planes.plane_links(p));
                 b.group_tx.emplace_back();
@@ -187,39 +195,65 @@ public:
 // Ring all-reduce: reduce-scatter then all-gather, 2(N-1) steps of bytes/N
 // per host; step k at host i may start once i has received step k-1 from
 // its left neighbour (its WRITE completed: acknowledged by i).
+// Pipelined (NCCL-style, slices > 1): each step is `slices` WRITEs; slice j
+// of step k at host i starts once slice j of step k-1 has arrived from the
+// left, with at most `window` WRITEs of host i in flight (0: no cap), as
+// NCCL's NCCL_STEPS buffers per channel bound what a rank has outstanding.
+// slices = 1, window = 0 is the unpipelined ring.
 class RingAllReduce final : public Workload {
 public:
-    RingAllReduce(uint32_t n, uint64_t bytes)
-        : n_(n), step_bytes_(std::max<uint64_t>(1, bytes / n)), steps_(2 * (n - 1)), received_(n, 0), sent_(n, 0) {}
+    RingAllReduce(uint32_t n, uint64_t bytes, uint32_t slices, uint32_t window)
+        : n_(n), steps_(2 * (n - 1)), slices_(slices), window_(window), ready_(n), outstanding_(n, 0), sent_(n, 0) {
+        const uint64_t step = std::max<uint64_t>(1, bytes / n);
+        slice_bytes_ = std::max<uint64_t>(1, step / slices);
+        last_slice_bytes_ = std::max<uint64_t>(1, step - slice_bytes_ * (slices - 1));
+    }
     std::vector<std::pair<uint32_t, uint32_t>> pairs() const override {
         std::vector<std::pair<uint32_t, uint32_t>> p;
         for (uint32_t i = 0; i < n_; ++i) p.emplace_back(i, (i + 1) % n_);
         return p;
     }
     void start(Cluster& c) override {
-        for (uint32_t i = 0; i < n_; ++i) post(c, i, 0);
+        for (uint32_t i = 0; i < n_; ++i) {
+            for (uint32_t j = 0; j < slices_; ++j) ready_[i].push_back({0, j});
+            pump(c, i);
+        }
     }
     void on_done(Cluster& c, const Done& d, Time) override {
-        const uint32_t i = uint32_t(d.tag >> 32);
-        const uint32_t k = uint32_t(d.tag);
+        // tag: sender << 40 | step << 20 | slice
+        const uint32_t i = uint32_t(d.tag >> 40);
+        const uint32_t k = uint32_t(d.tag >> 20) & 0xfffff;
+        const uint32_t j = uint32_t(d.tag) & 0xfffff;
         ++done_;
+        --outstanding_[i];
         const uint32_t next = (i + 1) % n_;
-        ++received_[next];
-        if (k + 1 < steps_) post(c, next, k + 1);
+        if (k + 1 < steps_) ready_[next].push_back({k + 1, j});
+        pump(c, next);
+        pump(c, i);
     }
-    bool finished() const override { return done_ == uint64_t(n_) * steps_; }
-    uint64_t ops() const override { return uint64_t(n_) * steps_; }
+    bool finished() const override { return done_ == ops(); }
+    uint64_t ops() const override { return uint64_t(n_) * steps_ * slices_; }
     uint64_t sent_by(uint32_t h) const override { return sent_[h]; }
 
 private:
-    void post(Cluster& c, uint32_t i, uint32_t k) {
-        c.write(i, step_bytes_, uint64_t(i) << 32 | k);  // connection i: i -> i + 1
-        sent_[i] += step_bytes_;
+    struct Slice {
+        uint32_t step, slice;
+    };
+    void pump(Cluster& c, uint32_t i) {
+        while (!ready_[i].empty() && (window_ == 0 || outstanding_[i] < window_)) {
+            const Slice x = ready_[i].front();
+            ready_[i].pop_front();
+            const uint64_t b = x.slice + 1 == slices_ ? last_slice_bytes_ : slice_bytes_;
+            c.write(i, b, uint64_t(i) << 40 | uint64_t(x.step) << 20 | x.slice);  // connection i: i -> i + 1
+            sent_[i] += b;
+            ++outstanding_[i];
+        }
     }
     uint32_t n_;
-    uint64_t step_bytes_;
-    uint32_t steps_;
-    std::vector<uint32_t> received_;
+    uint32_t steps_, slices_, window_;
+    uint64_t slice_bytes_ = 1, last_slice_bytes_ = 1;
+    std::vector<std::deque<Slice>> ready_;
+    std::vector<uint32_t> outstanding_;
     std::vector<uint64_t> sent_;
     uint64_t done_ = 0;
 };
@@ -292,6 +326,40 @@ private:
     uint64_t done_ = 0;
 };
 
+// The cluster as the workloads see it, noting when each operation was
+// posted so its duration (flow completion time) can be reported. Tags are
+// unique per operation in every workload.
+class Timed final : public Cluster {
+public:
+    Timed(Cluster& c, Fabric& fab) : c_(c), fab_(fab) {}
+    size_t size() const override { return c_.size(); }
+    HostId host(uint32_t i) const override { return c_.host(i); }
+    bool connect(Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) override {
+        return c_.connect(fab, pairs, limit);
+    }
+    void write(uint32_t conn, uint64_t bytes, uint64_t tag) override {
+        posted_[tag] = fab_.now();
+        c_.write(conn, bytes, tag);
+    }
+    void poll(std::vector<Done>& out) override { c_.poll(out); }
+    uint64_t rx_bytes(uint32_t i) const override { return c_.rx_bytes(i); }
+    uint64_t conn_rx_bytes(uint32_t conn) const override { return c_.conn_rx_bytes(conn); }
+    std::string stats_json() const override { return c_.stats_json(); }
+    // How long the operation with this tag took (now - its post); forgets it.
+    Time finish(uint64_t tag) {
+        const auto it = posted_.find(tag);
+        if (it == posted_.end()) return 0;
+        const Time d = fab_.now() - it->second;
+        posted_.erase(it);
+        return d;
+    }
+
+private:
+    Cluster& c_;
+    Fabric& fab_;
+    std::unordered_map<uint64_t, Time> posted_;
+};
+
 // Unloaded round trip: a full data packet through every hop and a header-only
 // ack back (transport header 72 B, as mroce's; the fabric's framing).
 Time base_rtt(const Scenario& s) {
@@ -333,7 +401,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     std::unique_ptr<Workload> wl;
     const uint32_t n = uint32_t(cluster->size());
     switch (s.workload.kind) {
-        case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes); break;
+        case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding);
+            break;
         case WorkloadKind::incast: wl = std::make_unique<Incast>(n, s.workload.bytes); break;
         case WorkloadKind::all_to_all:
         case WorkloadKind::permutation:
@@ -375,7 +444,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     const Time at_2rtt = start + 2 * r.base_rtt;
     Time next_sample = s.sample_interval ? start + s.sample_interval : kNever;
     Time last_sample = start;
-    wl->start(*cluster);
+    Timed timed(*cluster, fab);
+    wl->start(timed);
     std::vector<Done> done;
     auto last_print = std::chrono::steady_clock::now();
     const Time limit = start + s.workload.time_limit;
@@ -389,7 +459,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         for (const Done& d : done) {
             if (!d.ok) ++r.failed_ops;
             r.op_times.push_back(fab.now() - start);
-            wl->on_done(*cluster, d, fab.now() - start);
+            r.op_durations.push_back(timed.finish(d.tag));
+            wl->on_done(timed, d, fab.now() - start);
         }
         if (fab.now() >= next_sample) {
             uint64_t rx = 0;
@@ -481,11 +552,13 @@ RunResult run_scenario(const Scenario& s, bool progress) {
 }
 
 std::string RunResult::json(const Scenario& s) const {
-    std::vector<Time> t = op_times;
+    std::vector<Time> t = op_times, du = op_durations;
     std::sort(t.begin(), t.end());
-    auto pct = [&](double q) -> double {
-        return t.empty() ? 0.0 : double(t[std::min(t.size() - 1, size_t(q * double(t.size())))]) / 1e3;
+    std::sort(du.begin(), du.end());
+    auto pct_of = [](const std::vector<Time>& v, double q) -> double {
+        return v.empty() ? 0.0 : double(v[std::min(v.size() - 1, size_t(q * double(v.size())))]) / 1e3;
     };
+    auto pct = [&](double q) { return pct_of(t, q); };
     std::string o = "{\n";
     o += "  \"scenario\": \"" + s.origin + "\",\n";
     o += "  \"transport\": \"" + std::string(to_string(s.transport)) + "\", \"pfc\": " + (s.fabric.pfc ? "true" : "false") + ",\n";
@@ -497,6 +570,8 @@ std::string RunResult::json(const Scenario& s) const {
          ", \"failed_ops\": " + std::to_string(failed_ops) + ",\n";
     o += "  \"jct_us\": " + num(double(jct) / 1e3) + ", \"op_completion_us\": {\"p50\": " + num(pct(0.5)) +
          ", \"p99\": " + num(pct(0.99)) + ", \"max\": " + num(t.empty() ? 0.0 : double(t.back()) / 1e3) + "},\n";
+    o += "  \"op_duration_us\": {\"p50\": " + num(pct_of(du, 0.5)) + ", \"p99\": " + num(pct_of(du, 0.99)) +
+         ", \"max\": " + num(du.empty() ? 0.0 : double(du.back()) / 1e3) + "},\n";
     o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) +
          ", \"jain_from_2rtt\": " + num(jain_from_2rtt) + ", \"base_rtt_us\": " + num(double(base_rtt) / 1e3) + ",\n";
     o += "  \"host_gbps\": [";

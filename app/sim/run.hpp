@@ -21,6 +21,7 @@ struct RunResult {
     std::vector<double> host_gbps;   // payload each host sent / jct
     double aggregate_gbps = 0;
     std::vector<Time> op_times;      // each op's completion time (incast: per sender)
+    std::vector<Time> op_durations;  // each op's completion time from its own post (flow completion time)
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
     std::string transport_stats;     // JSON members
     uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;

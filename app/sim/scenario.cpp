@@ -101,6 +101,9 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         else if (k == "pfc") f.pfc = parse_bool(w, v);
         else if (k == "pfc_xoff_bytes") f.pfc_xoff_bytes = parse_uint(w, v, 1, 64 * kGiB);
         else if (k == "pfc_xon_bytes") f.pfc_xon_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "hot_gbps") f.hot_bps = uint64_t(parse_real(w, v, 0, 100'000) * 1e9);
+        else if (k == "hot_leaf") f.hot_leaf = uint32_t(parse_uint(w, v, 0, 4095));
+        else if (k == "hot_spine") f.hot_spine = uint16_t(parse_uint(w, v, 0, 255));
         else return false;
     } else if (sec == "roce") {
         if (k == "mtu") s.roce.mtu = uint32_t(parse_uint(w, v, 256, 9000));
@@ -120,6 +123,8 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         else if (k == "bytes") wl.bytes = parse_uint(w, v, 1, 1024 * kGiB);
         else if (k == "chunk_bytes") wl.chunk_bytes = uint32_t(parse_uint(w, v, 4096, 1u << 30));
         else if (k == "conns_per_pair") wl.conns_per_pair = uint32_t(parse_uint(w, v, 1, 4096));
+        else if (k == "slices") wl.slices = uint32_t(parse_uint(w, v, 1, 65536));
+        else if (k == "slices_outstanding") wl.slices_outstanding = uint32_t(parse_uint(w, v, 0, 65536));
         else if (k == "time_limit_ms") wl.time_limit = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
         else return false;
     } else if (sec == "event") {
@@ -182,6 +187,14 @@ void check(const Scenario& s) {
     auto bad = [&](const std::string& why) { throw ConfigError(s.origin + ": " + why); };
     if (f.topology == TopologyKind::pair && f.hosts != 2) bad("key 'hosts': topology = pair has exactly 2 hosts");
     if (f.pfc && f.pfc_xon_bytes >= f.pfc_xoff_bytes) bad("key 'pfc_xon_bytes': must be below pfc_xoff_bytes");
+    if (f.hot_bps && f.topology != TopologyKind::planes) bad("key 'hot_gbps': a hot link needs topology = planes");
+    if (f.hot_bps && f.hot_spine >= f.spines)
+        bad("key 'hot_spine': no spine " + std::to_string(f.hot_spine) + " (spines = " + std::to_string(f.spines) + ")");
+    if (f.hot_bps && f.hot_leaf >= (f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf)
+        bad("key 'hot_leaf': no leaf " + std::to_string(f.hot_leaf) + " (" +
+            std::to_string((f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf) + " leaves)");
+    if (s.workload.slices > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
+        bad("key 'slices': slices are for kind = ring_allreduce");
     if (s.workload.kind == WorkloadKind::incast && f.topology == TopologyKind::pair && f.hosts != 2)
         bad("key 'kind': incast needs hosts >= 2");
     for (const EventSpec& e : s.events) {

@@ -38,6 +38,11 @@ struct FabricSpec {
     bool pfc = false;                // priority flow control (RoCEv2 runs)
     uint64_t pfc_xoff_bytes = 32 << 10;   // per ingress port: pause it above this
     uint64_t pfc_xon_bytes = 16 << 10;    // ... resume it below this
+    // One hot link (topology = planes): plane 0's link between leaf hot_leaf
+    // and spine hot_spine, both directions, runs at hot_gbps (0: none).
+    uint64_t hot_bps = 0;
+    uint32_t hot_leaf = 0;
+    uint16_t hot_spine = 0;
 };
 
 struct RoceSpec {
@@ -52,6 +57,12 @@ struct WorkloadSpec {
     uint64_t bytes = 8 << 20;        // ring, all_to_all, permutation: per host; incast: per sender
     uint32_t chunk_bytes = 1 << 20;  // largest single WRITE
     uint32_t conns_per_pair = 1;     // all_to_all, permutation: connections per (src, dst), bytes split among them
+    // ring_allreduce, NCCL-style pipelining: each step's bytes/N in `slices`
+    // WRITEs; slice j of step k+1 starts once slice j of step k has arrived,
+    // at most `slices_outstanding` WRITEs in flight per sender (0: no cap).
+    // slices = 1, slices_outstanding = 0: one WRITE per step (the unpipelined ring).
+    uint32_t slices = 1;
+    uint32_t slices_outstanding = 0;
     Time time_limit = 10'000'000'000;
 };
 

@@ -44,6 +44,9 @@ struct TxPath {
     uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
     uint32_t consecutive_timeouts = 0;
+    uint32_t silent_rounds = 0;  // R-TIMER-9: consecutive silences with no ACK of the path between
+    Time last_heard = 0;         // R-TIMER-9: the last ACK that acknowledged anything of the path
+    uint32_t reo_mult = 1;       // R-TIMER-9: doubles (to 8) when a packet declared lost arrives after all
     // R-TIMER-8: a tail-loss probe was sent while snd_una was tlp_una; the
     // next one waits until an ACK moves snd_una.
     bool tlp_sent = false;
@@ -64,6 +67,7 @@ struct TxPath {
     Time rttvar = 0;
     Time rto = 0;
     bool have_rtt = false;
+    bool rtt_borrowed = false;   // srtt is a sibling's first sample (R-TIMER-1): the path's own first replaces it
     uint32_t marked_rounds = 0;  // consecutive rounds with CE, for re-routing (R-SCHED-5)
     uint32_t rounds_seen = 0;
     uint32_t cc_slot = 0;        // the path's slot in the CC core (R-CC-8)
@@ -302,6 +306,13 @@ struct Conn {
     uint32_t peer_depth = 0;
     uint32_t fair_idx = 0;
     Time last_rx = 0;
+    // R-TIMER-9: the latest send time of a packet newly acknowledged on any
+    // path (the evidence that the peer and some route are answering), and the
+    // oldest send time of a path found overdue with no such evidence yet:
+    // evidence past it calls the timers at once (rx_ack).
+    Time acked_sent = 0;
+    Time silence_wait = ~Time(0);
+    bool rtt_lent = false;         // R-TIMER-1: the first RTT sample was given to the paths without one
     Time next_keepalive = 0;       // R-CONN-15: the earliest next keepalive
     uint16_t keepalive_path = 0;   // keepalives take the paths in turn
     Time next_ctrl_retry = 0;
@@ -743,6 +754,9 @@ struct Engine::Impl {
     bool take_probe_token(Time now);
     Time keepalive_interval() const { return cfg.keepalive_interval ? cfg.keepalive_interval : cfg.conn_timeout / 4; }
     void path_timeout(Conn& c, uint16_t pi, Time now);
+    void path_silent(Conn& c, uint16_t pi, Time now);
+    void lend_rtt(Conn& c, Time r);
+    void fail_path(Conn& c, TxPath& p, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);
     // cc: hands one record to the CC core (inline: applies it and its view now).

@@ -110,6 +110,7 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
             p.consecutive_timeouts = 0;
+            p.silent_rounds = 0;
             p.rto_pending = false;
             cc_fresh(*c, p, pi);
             const Time rtt = Time(uint32_t(now) - pk.probe.ts);
@@ -1119,16 +1120,30 @@ static void advance_una(TxPath& p) {
 
 void Engine::Impl::rtt_sample(TxPath& p, Time r) {
     // R-TIMER-1: RFC 6298 estimator per path.
-    if (!p.have_rtt) {
+    if (!p.have_rtt || p.rtt_borrowed) {
         p.srtt = r;
         p.rttvar = r / 2;
         p.have_rtt = true;
+        p.rtt_borrowed = false;
     } else {
         const Time diff = p.srtt > r ? p.srtt - r : r - p.srtt;
         p.rttvar = (3 * p.rttvar + diff) / 4;
         p.srtt = (7 * p.srtt + r) / 8;
     }
     p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
+}
+
+// R-TIMER-1: the connection's first RTT sample is every other path's until it
+// has its own, so a path whose first packets are lost waits an RTO of that
+// RTT (and R-TIMER-8/9 apply), not initial_rto: a short flow on a fresh
+// connection otherwise pays initial_rto (1 ms) for one lost packet.
+void Engine::Impl::lend_rtt(Conn& c, Time r) {
+    c.rtt_lent = true;
+    for (TxPath& q : c.paths)
+        if (!q.have_rtt) {
+            rtt_sample(q, r);
+            q.rtt_borrowed = true;
+        }
 }
 
 // R-TIMER-7: an ACK of PSNs a timeout already declared lost (below snd_una).
@@ -1184,16 +1199,20 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     const bool undo = p.rto_pending && rx_late_ack(c, p, a, now);  // R-TIMER-7
     uint32_t newly = 0;
+    bool heard = undo;  // the path carried something to the peer (R-TIMER-9)
+    Time acked_sent = c.acked_sent;
     auto ack_slot = [&](uint32_t psn) __attribute__((always_inline)) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight) {
             sl.state = TxSlotState::acked;
             --p.inflight;
             ++newly;
+            acked_sent = std::max(acked_sent, sl.sent);
             delivered(c, sl.csn);
         } else if (sl.state == TxSlotState::lost) {
             // Declared lost by a timeout yet it arrived: the CSN is delivered.
             sl.state = TxSlotState::acked;
+            heard = true;
             delivered(c, sl.csn);
         }
     };
@@ -1240,6 +1259,17 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     advance_una(p);
     advance_csn_una(c);  // once per ACK for every CSN it delivered
+    if (newly | heard) {
+        p.silent_rounds = 0;
+        p.last_heard = now;
+        if (heard) p.reo_mult = std::min<uint32_t>(8, 2 * p.reo_mult);  // it was late, not lost
+    }
+    c.acked_sent = acked_sent;
+    // R-TIMER-9: a path found overdue waited for this evidence.
+    if (acked_sent >= c.silence_wait) [[unlikely]] {
+        c.silence_wait = TimerWheel::kNever;
+        arm(c, now);
+    }
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
@@ -1252,6 +1282,7 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         if (a.ts_echo) {
             const Time r = Time(uint32_t(uint32_t(now) - a.ts_echo));
             rtt_sample(p, r);
+            if (!c.rtt_lent) [[unlikely]] lend_rtt(c, r);
             f.rtt = uint32_t(r);
             if (r && (!p.st.min_rtt || r < p.st.min_rtt)) p.st.min_rtt = r;  // as the CC core's (R-HINT-7)
         }

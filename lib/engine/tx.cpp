@@ -56,6 +56,23 @@ static Time backed_off_rto(const TxPath& p, const EngineConfig& cfg) {
     return std::min<Time>(p.rto << std::min<uint32_t>(p.consecutive_timeouts, 16), cfg.max_rto);
 }
 
+// R-TIMER-8/9 time the path by its own RTT samples: a sibling's lent one
+// (R-TIMER-1) sets only its RTO, which stays above min_rto.
+static bool own_rtt(const TxPath& p) { return p.have_rtt && !p.rtt_borrowed; }
+
+// R-PATH-11: a failed path's first re-probe comes this many of its smoothed
+// RTTs after the first probe (or at probe_interval, if sooner).
+static constexpr Time kProbeRtts = 8;
+
+// R-TIMER-9: how long a path's oldest packet may go unacknowledged, by the
+// path's own RTT, before its silence is news when siblings are being acked.
+static Time silence_delay(const TxPath& p, const EngineConfig& cfg) {
+    // A second silence waits twice as long: if the first was a queue, not a
+    // dead route, its late ACK has the time to say so before the path is retired.
+    const Time d = p.srtt + std::max<Time>({p.rttvar, p.srtt / 4, 1000}) * p.reo_mult + cfg.ack_delay;
+    return d << std::min<uint32_t>(p.silent_rounds, 1);
+}
+
 // R-ACK-1: a pending ack goes out at once unless ack_delay allows holding
 // it, and then after kAckEvery packets or ack_delay at the latest.
 static constexpr uint16_t kAckEvery = 8;
@@ -353,7 +370,7 @@ void Engine::Impl::plan_paths(Conn& c, Time now) {
         // The retransmission timer every send on the path arms (send_on_path):
         // the same for the whole burst (no RTT or timeout changes inside it).
         const Time rto = backed_off_rto(p, cfg);
-        p.sched_timer = now + (p.have_rtt ? std::min(rto, 2 * p.srtt + cfg.ack_delay) : rto);
+        p.sched_timer = now + (own_rtt(p) ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
         const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
@@ -809,14 +826,58 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
         // a view reflects the timeout. (Inline, the core has already answered.)
         p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
     }
-    if (p.consecutive_timeouts >= cfg.fail_after_timeouts && p.state == PathStateKind::active) {
-        // R-PATH-9: retire the path, try a new route for it, and probe it.
-        p.state = PathStateKind::failed;
-        p.entropy = new_entropy(c, p.entropy);
-        ++p.st.rerouted;
-        p.next_probe = now;
-        p.probe_gap = cfg.probe_interval;
+    if (p.consecutive_timeouts >= cfg.fail_after_timeouts) fail_path(c, p, now);
+}
+
+// R-PATH-9: retire the path, try a new route for it, and probe it (R-PATH-11:
+// the first re-probe on the scale of its RTT, never later than probe_interval).
+void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
+    if (p.state != PathStateKind::active) return;
+    p.state = PathStateKind::failed;
+    p.entropy = new_entropy(c, p.entropy);
+    ++p.st.rerouted;
+    p.next_probe = now;
+    p.probe_gap = p.have_rtt ? std::min<Time>(cfg.probe_interval, kProbeRtts * p.srtt) : cfg.probe_interval;
+}
+
+// R-TIMER-9: nothing of the path acknowledged for its own RTT (counted from
+// its oldest packet's send or its last ACK, whichever is later) while a packet
+// sent no earlier than that oldest one was acknowledged on another path: the
+// peer answers, this route does not. The first silence is loss (a lost tail, resent elsewhere at
+// once, the window kept: random loss is not congestion, R-CC-5); a second with
+// no ACK of the path between is a timeout (R-TIMER-2) and retires the path
+// (R-PATH-9): a dead route is gone in two rounds of its RTT, not three
+// backed-off RTOs, and probed on the scale of its RTT (R-PATH-11).
+void Engine::Impl::path_silent(Conn& c, uint16_t pi, Time now) {
+    TxPath& p = c.paths[pi];
+    ++p.st.silences;
+    if (p.silent_rounds++ > 0) {
+        // Silent again, with nothing of the path acked since: the route is dead
+        // while the peer answers on others. A timeout (R-TIMER-2), and retired.
+        path_timeout(c, pi, now);
+        fail_path(c, p, now);
+        return;
     }
+    uint16_t losses = 0;
+    const uint32_t una = p.snd_una;  // as an ACK that showed these holes would report it
+    for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn)
+        if (p.ring[psn & (kPathRing - 1)].state == TxSlotState::inflight) {
+            declare_lost(c, p, psn);
+            ++p.st.losses;
+            ++losses;
+        }
+    while (p.snd_una != p.snd_nxt && p.ring[p.snd_una & (kPathRing - 1)].state != TxSlotState::inflight) {
+        p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
+        ++p.snd_una;
+    }
+    CcFeedback f;
+    f.slot = p.cc_slot;
+    f.gen = p.ccv.gen;
+    f.kind = CcEvent::ack;
+    f.losses = losses;
+    f.ack_psn = una;
+    f.snd_nxt = p.snd_nxt;
+    cc_feed(c, p, f);
 }
 
 // R-NAK-10: packets refused as receiver-not-ready go back to the resend
@@ -988,6 +1049,7 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             next = std::min(next, c->last_rx + cfg.conn_timeout);
         }
         if (!c->rnr.empty()) rnr_timers(*c, now, next);
+        c->silence_wait = kNever;  // (re)found below
         for (uint16_t pi = 0; pi < c->paths.size(); ++pi) {
             TxPath& p = c->paths[pi];
             if (p.state == PathStateKind::failed) {
@@ -1019,11 +1081,30 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             if (p.snd_una == p.snd_nxt) continue;
             const PathTxSlot& oldest = p.ring[p.snd_una & (kPathRing - 1)];
             const Time rto = backed_off_rto(p, cfg);
+            if (own_rtt(p)) {  // R-TIMER-9
+                // Silent since its oldest packet left or it was last heard, whichever
+                // is later: a path whose ACKs keep coming, late behind a queue, is not.
+                const Time quiet = std::max(oldest.sent, p.last_heard) + silence_delay(p, cfg);
+                if (quiet < oldest.sent + rto) {
+                    if (now < quiet) {
+                        next = std::min(next, quiet);
+                    } else if (c->acked_sent >= oldest.sent) {  // sent no earlier, acked already
+                        path_silent(*c, pi, now);
+                        if (p.state == PathStateKind::failed) {
+                            next = std::min(next, p.next_probe);
+                            continue;
+                        }
+                        if (p.snd_una == p.snd_nxt) continue;
+                    } else {
+                        c->silence_wait = std::min(c->silence_wait, oldest.sent);
+                    }
+                }
+            }
             // R-TIMER-8: no ACK for two smoothed RTTs (plus the receiver's ack
             // delay) after the newest packet: send that packet once more on
             // this path, so that a lost ACK or a lost last packet costs one
             // RTT, not an RTO.
-            if (p.have_rtt && (!p.tlp_sent || p.tlp_una != p.snd_una) && now < oldest.sent + rto) {
+            if (own_rtt(p) && (!p.tlp_sent || p.tlp_una != p.snd_una) && now < oldest.sent + rto) {
                 const PathTxSlot& newest = p.ring[(p.snd_nxt - 1) & (kPathRing - 1)];
                 const Time pto = newest.sent + 2 * p.srtt + cfg.ack_delay;
                 if (newest.state == TxSlotState::inflight && pto < oldest.sent + rto) {

@@ -214,7 +214,9 @@ TEST_CASE("a failed path costs no data; traffic moves; the path is reused after 
     }
     REQUIRE(p.a->path_stats(p.ca, 0, ps0) == Status::ok);
     CHECK(ps2.state == PathStateKind::failed);
-    CHECK(ps2.timeouts >= cfg.fail_after_timeouts);
+    // Retired after fail_after_timeouts RTOs (R-PATH-9), or sooner after two
+    // silences while the other paths were acked (R-TIMER-9): here the latter.
+    CHECK(ps2.silences == 2);
     CHECK(ps0.tx_packets > 200);  // the load went elsewhere
     const uint64_t tx2_before = ps2.tx_packets;
 
@@ -609,4 +611,173 @@ TEST_CASE("a path's first flight after idle gets its tail-loss probe before the 
     CHECK(ps.tail_probes > probes0);
     CHECK(ps.timeouts == 0);
     p.link->finish_placements(true);
+}
+
+// R-TIMER-9: a route that dies under load is found by its own RTT while its
+// siblings are acked, and retired in two of its round trips: before R-TIMER-9
+// it took three backed-off RTOs (100 + 200 + 400 us here, against a ~7 us RTT).
+TEST_CASE("a dead path is found by its own RTT while its siblings are acked, and retired in a few RTTs (R-TIMER-9)",
+          "[engine][failover][silence]") {
+    const bool offload = GENERATE(false, true);
+    INFO("cc offloaded " << offload);
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    cfg.offload_cc = offload;
+    Pair p(cfg);
+    p.stream(3);
+    const size_t kLen = 64 * 65536;
+    WriteBuffers wb(p, kLen, 11);
+    bool down = false;  // path 2 dead both ways
+    Time first_resend = 0;
+    p.link->drop_if = [&](int side, const TxPacket& t) {
+        if (side == 0 && down && t.path != 2 && is_data(t) && !first_resend) {
+            PathStats s;
+            p.a->path_stats(p.ca, 2, s);
+            if (s.retransmits) first_resend = p.link->now;
+        }
+        return down && t.path == 2;
+    };
+    p.post_writes(3, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    auto got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    PathStats ps2;
+    REQUIRE(p.a->path_stats(p.ca, 2, ps2) == Status::ok);
+    REQUIRE(ps2.srtt > 0);
+    const Time rtt = ps2.srtt;
+    // Path 2 dies in the middle of the next batch, with packets in flight on it.
+    std::fill(wb.dst.begin(), wb.dst.end(), 0);
+    p.post_writes(3, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    REQUIRE(p.link->run([&] {
+        p.a->path_stats(p.ca, 2, ps2);
+        return ps2.tx_packets > 150 && ps2.inflight > 0;
+    }, 100'000'000));
+    down = true;
+    const Time died = p.link->now;
+    Time failed_at = 0, moved_at = 0;
+    uint64_t tx_moved = 0;
+    got.clear();
+    size_t posted = 64;
+    // Traffic keeps coming (the same bytes again) until the route is retired.
+    REQUIRE(p.link->run([&] {
+        Completion c[64];
+        size_t k;
+        while ((k = p.a->poll_cq(p.cqa, c, 64)) > 0) got.insert(got.end(), c, c + k);
+        p.a->path_stats(p.ca, 2, ps2);
+        if (!moved_at && ps2.cwnd <= cfg.cc.min_cwnd) {
+            moved_at = p.link->now;
+            tx_moved = ps2.tx_packets;
+        }
+        if (!failed_at && ps2.state == PathStateKind::failed) failed_at = p.link->now;
+        if (got.size() >= posted && !failed_at) {
+            p.post_writes(3, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+            posted += 64;
+        }
+        return got.size() >= posted && failed_at;
+    }, 10'000'000));
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    INFO("rtt " << rtt << " ns, first resend after " << (first_resend - died) << " ns, window at its minimum after "
+                << (moved_at - died) << " ns, failed after " << (failed_at - died) << " ns, silences " << ps2.silences
+                << ", timeouts " << ps2.timeouts << ", sent after the move " << (ps2.tx_packets - tx_moved));
+    CHECK(ps2.silences == 2);  // one as loss, the next with no ACK between retires the path
+    CHECK(ps2.timeouts == 1);
+    REQUIRE(first_resend > 0);
+    REQUIRE(moved_at > 0);
+    CHECK(first_resend - died <= 3 * rtt);  // the lost flight leaves on live paths within 3 RTTs
+    CHECK(failed_at - died <= 5 * rtt);     // the route is retired within 5
+    CHECK(moved_at == failed_at);
+    CHECK(ps2.rerouted == 1);
+    // Healed at once: probed on the scale of its RTT (R-PATH-11), not probe_interval (1 ms).
+    down = false;
+    const Time healed = p.link->now;
+    REQUIRE(p.link->run([&] {
+        p.a->path_stats(p.ca, 2, ps2);
+        return ps2.state == PathStateKind::active;
+    }, 10'000'000));
+    INFO("revived " << (p.link->now - healed) << " ns after healing");
+    CHECK(p.link->now - healed <= 12 * rtt);
+    const uint64_t tx_revived = ps2.tx_packets;
+    std::fill(wb.dst.begin(), wb.dst.end(), 0);
+    p.post_writes(3, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    REQUIRE(p.a->path_stats(p.ca, 2, ps2) == Status::ok);
+    CHECK(ps2.tx_packets - tx_revived > 100);  // its share back
+}
+
+// R-TIMER-9 must not mistake a queue for a dead route: path 3's delay from A
+// to B grows by half the time that passes (a queue filling at 1.5 times its
+// drain rate) up to ten RTTs; its packets come back ever later, but they do
+// come back. Counting from the oldest packet's send alone, with a fixed window,
+// the first version of this rule retired the path. (At twice the drain rate
+// it may be retired once, and is revived by its probe: the two cannot be told
+// apart by time until the ACK comes.)
+TEST_CASE("a path whose queue builds while its ACKs keep coming is not silent (R-TIMER-9)", "[engine][silence]") {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    Pair p(cfg);
+    p.stream(5);
+    const size_t kLen = 64 * 65536;
+    WriteBuffers wb(p, kLen, 9);
+    p.post_writes(5, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    REQUIRE(p.wait(*p.a, p.cqa, 64).size() == 64);
+    PathStats before;
+    REQUIRE(p.a->path_stats(p.ca, 3, before) == Status::ok);
+    const Time ramp = p.link->now;
+    const Time cap = 10 * before.srtt;
+    p.link->delay_if = [&](int from, const TxPacket& t) {  // the data's way, A to B
+        return from == 0 && t.path == 3 ? std::min(cap, (p.link->now - ramp) / 2) : Time(0);
+    };
+    for (int round = 0; round < 3; ++round) {
+        std::fill(wb.dst.begin(), wb.dst.end(), 0);
+        p.post_writes(5, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+        auto got = p.wait(*p.a, p.cqa, 64);
+        REQUIRE(got.size() == 64);
+        for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+        REQUIRE(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    }
+    PathStats ps;
+    REQUIRE(p.a->path_stats(p.ca, 3, ps) == Status::ok);
+    INFO("path 3 srtt " << before.srtt << " -> " << ps.srtt << " ns, tx " << before.tx_packets << " -> "
+                        << ps.tx_packets << ", ramp over " << (p.link->now - ramp) << " ns, silences " << ps.silences);
+    CHECK(p.link->now - ramp > cap);  // the whole ramp was run through
+    CHECK(ps.srtt > 4 * before.srtt);
+    CHECK(ps.tx_packets - before.tx_packets > 20);
+    // A packet found silent may be resent (each such one widens the path's
+    // window for silence, R-TIMER-9), but the path is never retired for it.
+    CHECK(ps.silences <= 4);
+    CHECK(ps.timeouts == before.timeouts);
+    CHECK(ps.rerouted == before.rerouted);
+    CHECK(ps.state == PathStateKind::active);
+}
+
+// R-TIMER-9 must not mistake a slow route for a dead one: a path three times
+// as far as its siblings, all the time, is never silent.
+TEST_CASE("a path much slower than its siblings is not declared silent (R-TIMER-9)", "[engine][silence]") {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    Pair p(cfg);
+    p.stream(7);
+    p.link->delay_if = [](int, const TxPacket& t) { return t.path == 3 ? Time(12'000) : Time(0); };
+    const size_t kLen = 64 * 65536;
+    WriteBuffers wb(p, kLen, 7);
+    for (int round = 0; round < 4; ++round) {
+        std::fill(wb.dst.begin(), wb.dst.end(), 0);
+        p.post_writes(7, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+        auto got = p.wait(*p.a, p.cqa, 64);
+        REQUIRE(got.size() == 64);
+        for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+        REQUIRE(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    }
+    PathStats ps3, ps0;
+    REQUIRE(p.a->path_stats(p.ca, 3, ps3) == Status::ok);
+    REQUIRE(p.a->path_stats(p.ca, 0, ps0) == Status::ok);
+    INFO("path 3 srtt " << ps3.srtt << ", path 0 srtt " << ps0.srtt);
+    CHECK(ps3.srtt > 2 * ps0.srtt);
+    CHECK(ps3.tx_packets > 20);
+    CHECK(ps3.silences == 0);
+    CHECK(ps3.retransmits == 0);
+    CHECK(ps3.state == PathStateKind::active);
 }

@@ -6,6 +6,7 @@
 // this test, never against a timed threshold of the machine.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "run.hpp"
@@ -241,4 +242,55 @@ bytes = 2097152
     CHECK(lossless.fabric_drops == 0);
     CHECK(lossless.pfc_pauses > 0);
     CHECK(lossless.pfc_paused_ns > 0);
+}
+
+TEST_CASE("a pipelined ring forwards each slice once it arrived: more goodput than step by step", "[mroce-sim]") {
+    // Unpipelined, each step waits for the previous one's last byte; sliced,
+    // a host forwards slice j as soon as it arrived, so the ring's steps overlap.
+    Scenario s = parse_scenario(kRing, "ring");
+    const RunResult steps = run_scenario(s);
+    override_scenario(s, "workload.slices=8");
+    override_scenario(s, "workload.slices_outstanding=8");
+    const RunResult sliced = run_scenario(s);
+    REQUIRE(steps.completed);
+    REQUIRE(sliced.completed);
+    CHECK(steps.ops == 4 * 6);
+    CHECK(sliced.ops == 4 * 6 * 8);
+    CHECK(sliced.failed_ops == 0);
+    INFO("step by step " << steps.aggregate_gbps << " Gbit/s, sliced " << sliced.aggregate_gbps);
+    CHECK(sliced.aggregate_gbps > 1.1 * steps.aggregate_gbps);  // 4 hosts: 307 -> 363
+    // Every operation's own duration is reported, and none is longer than the job.
+    REQUIRE(sliced.op_durations.size() == sliced.ops);
+    for (Time d : sliced.op_durations) CHECK((d > 0 && d <= sliced.jct));
+}
+
+TEST_CASE("a hot link slows the baseline's ring QP that ECMP pins onto it; bad hot-link keys are named", "[mroce-sim]") {
+    CHECK(refusal(std::string(kRing) + "\n[fabric]\n").find("repeated") != std::string::npos);
+    Scenario s = parse_scenario(kRing, "ring");
+    override_scenario(s, "fabric.hot_gbps=10");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hot_spine=2"), Catch::Contains("'hot_spine'"));
+    s = parse_scenario(kRing, "ring");
+    override_scenario(s, "fabric.hot_gbps=10");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hot_leaf=4"), Catch::Contains("'hot_leaf'"));
+    CHECK(refusal("[fabric]\ntopology = star\nhot_gbps = 10\n").find("'hot_gbps'") != std::string::npos);
+    s = parse_scenario(kRing, "ring");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hot_gbps=-1"), Catch::Contains("'hot_gbps'"));
+    s = parse_scenario(kRing, "ring");
+    override_scenario(s, "workload.kind=all_to_all");
+    CHECK_THROWS_WITH(override_scenario(s, "workload.slices=4"), Catch::Contains("'slices'"));
+    // The baseline's one QP out of host 0 crosses one of the 2 spines: with
+    // leaf 0's link to that spine at a tenth of the rate, its ring is slower.
+    s = parse_scenario(kRing, "ring");
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult cool = run_scenario(s);
+    override_scenario(s, "fabric.hot_gbps=10");
+    double slowest = 0;
+    for (int sp = 0; sp < 2; ++sp) {
+        override_scenario(s, "fabric.hot_spine=" + std::to_string(sp));
+        const RunResult hot = run_scenario(s);
+        REQUIRE(hot.completed);
+        slowest = std::max(slowest, double(hot.jct));
+    }
+    INFO("cool " << cool.jct << " ns, slowest hot " << slowest << " ns");
+    CHECK(slowest > 1.5 * double(cool.jct));
 }

@@ -182,6 +182,7 @@ struct PathStats {
     uint64_t timeouts = 0;
     uint64_t spurious_timeouts = 0;  // timeouts a late ACK proved spurious, window restored (R-TIMER-7)
     uint64_t tail_probes = 0;   // tail-loss probes sent on this path (R-TIMER-8)
+    uint64_t silences = 0;      // times the path fell silent while its siblings were acked (R-TIMER-9)
     uint64_t ce_marks = 0;      // CE echoed for this path
     uint64_t rerouted = 0;      // times its entropy was changed (R-SCHED-5)
     uint64_t rx_packets = 0;    // data packets received on the peer's path with this index
