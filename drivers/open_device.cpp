@@ -35,6 +35,22 @@ public:
             throw Error("peer address " + ip + ":" + std::to_string(port) + ": " + e.what());
         }
     }
+    uint32_t resolve_peer(const std::vector<PeerAddress>& planes, uint8_t& known) override {
+        std::vector<sockaddr_in> sa(planes.size());
+        for (size_t i = 0; i < planes.size(); ++i) {
+            sa[i].sin_family = AF_INET;
+            sa[i].sin_port = htons(planes[i].port);
+            if (inet_pton(AF_INET, planes[i].ip.c_str(), &sa[i].sin_addr) != 1)
+                throw Error("peer address " + planes[i].ip + ": not IPv4");
+        }
+        try {
+            const uint32_t h = port_.add_peer(sa.data(), sa.size());
+            known = uint8_t(std::max<size_t>(1, port_.peer_planes(h)));
+            return h;
+        } catch (const std::exception& e) {
+            throw Error("peer address " + planes.at(0).ip + ":" + std::to_string(planes.at(0).port) + ": " + e.what());
+        }
+    }
     std::string peer_name(uint32_t peer) const override {
         sockaddr_in sa{};
         if (!port_.peer_address(peer, sa)) return "peer#" + std::to_string(peer);

@@ -55,13 +55,6 @@ const std::map<std::string, std::string>& uncovered_reasons() {
                       "adapter raises the RTO floor to 1 ms by design (api.hpp socket_engine_defaults)"},
         {"R-TIMER-5", "next_deadline() is the engine's interface to its driver, not observable on the wire"},
         {"R-TIMER-6", "the engine taking time only from its driver is an implementation property"},
-        {"R-PLANE-2", "needs one address per plane at each end (network namespaces): test/perf/perf_netns_planes.py "
-                      "(perf-planes-*) and test/udp's plane cases"},
-        {"R-PLANE-3", "choosing a live plane is observable only with planes failing: test/engine/test_engine_planes.cpp "
-                      "and perf-planes-*"},
-        {"R-PLANE-4", "plane failure and revival need a multi-plane fabric: perf-planes-* (netns, nftables)"},
-        {"R-PLANE-5", "per-plane counters are the native API's (Device::query_plane) and the verbs extension's, not "
-                      "wire behaviour; config-api and verbs-provider test them"},
     };
     return r;
 }

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -199,7 +200,7 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
                                   "rnr_delay_us", "rnr_retry", "connect_retry_us", "ack_delay_us", "init_cwnd",
                                   "min_cwnd", "max_cwnd", "ecn", "reroute_after_marks", "max_inline",
                                   "max_send_sge", "max_recv_sge", "deferred_placement", "hint_interval_us",
-                                  "keepalive_interval_us", "probe_rate", "probe_max_interval_us"};
+                                  "keepalive_interval_us", "probe_rate", "probe_max_interval_us", "planes"};
     for (const auto& [k, v] : kv) {
         bool ok = false;
         for (const char* n : known) ok |= k == n;
@@ -237,6 +238,16 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
     e.probe_rate = uint32_t(num(kv, "probe_rate", e.probe_rate));
     e.probe_max_interval = num(kv, "probe_max_interval_us", e.probe_max_interval / 1000) * 1000;
     e.test_mutation = mutation_;
+    // R-PLANE-1: planes=A,B,... one local address per plane (loopback: 127.0.0.x), all on the one port.
+    if (auto it = kv.find("planes"); it != kv.end()) {
+        c.planes.clear();
+        for (size_t at = 0; at <= it->second.size();) {
+            const size_t comma = std::min(it->second.find(',', at), it->second.size());
+            c.planes.push_back(it->second.substr(at, comma - at));
+            at = comma + 1;
+        }
+        c.address = c.planes[0];
+    }
     // A listening port with its path ports (port + 1 .. + 16) free.
     for (int attempt = 0; attempt < 64; ++attempt) {
         uint16_t p = udp_port_;
@@ -392,13 +403,16 @@ std::string Adapter::handle(const std::string& line) {
         return out;
     }
     if (cmd == "connect") {
-        const std::string ip = w.at(1);
-        const uint16_t port = uint16_t(arg(2));
+        // connect IP PORT [IP PORT ...]: the peer's address on each of its planes (R-PLANE-6).
+        std::vector<PeerAddress> planes;
+        for (size_t i = 1; i + 1 < w.size(); i += 2) planes.push_back(PeerAddress{w.at(i), uint16_t(arg(i + 1))});
+        if (planes.empty()) throw BadRequest("invalid_argument", "connect IP PORT [IP PORT ...]");
         uint32_t conn = 0;
         {
             auto g = dev().lock();
-            const uint32_t peer = dev().transport().resolve_peer(ip, port);
-            check(dev().engine().connect(peer, conn));
+            uint8_t known = 1;
+            const uint32_t peer = dev().transport().resolve_peer(planes, known);
+            check(dev().engine().connect(peer, conn, known));
         }
         dev().transport().wake();
         return "ok " + std::to_string(conn);
@@ -522,6 +536,17 @@ std::string Adapter::handle(const std::string& line) {
           << " connects_refused=" << s.connects_refused << " connects_crossed=" << s.connects_crossed;
         return o.str();
     }
+    if (cmd == "plane_counters") {
+        // R-PLANE-5: per plane ADDR:tx_packets:tx_bytes:rx_packets:rx_bytes.
+        std::ostringstream o;
+        o << "ok " << dev().num_planes();
+        for (size_t p = 0; p < dev().num_planes(); ++p) {
+            PlaneInfo i;
+            dev().query_plane(p, i);
+            o << " " << i.address << ":" << i.tx_packets << ":" << i.tx_bytes << ":" << i.rx_packets << ":" << i.rx_bytes;
+        }
+        return o.str();
+    }
     if (cmd == "conn_counters") {
         ConnStats cs;
         const Status st = locked([&](Engine& e) { return e.conn_stats(uint32_t(arg(1)), cs); });
@@ -529,7 +554,9 @@ std::string Adapter::handle(const std::string& line) {
         std::ostringstream o;
         o << "ok duplicates=" << cs.duplicates << " naks_sent=" << cs.naks_sent << " naks_received=" << cs.naks_received
           << " rnr_drops=" << cs.rnr_drops << " retransmits=" << cs.retransmits
-          << " rx_data_packets=" << cs.rx_data_packets << " tx_data_packets=" << cs.tx_data_packets;
+          << " rx_data_packets=" << cs.rx_data_packets << " tx_data_packets=" << cs.tx_data_packets
+          << " connect_attempts=" << cs.connect_attempts << " connect_planes=" << unsigned(cs.connect_planes)
+          << " planes=" << unsigned(cs.planes);
         return o.str();
     }
     throw BadRequest("invalid_argument", "unknown command " + cmd);

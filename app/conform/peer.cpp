@@ -178,7 +178,15 @@ std::vector<uint8_t> Peer::connect_req(const ConnParams& p) const {
     h.stream_depth = p.stream_depth;
     h.csn_window = p.csn_window;
     wire::encode_connect(b, c, h);
+    add_plane_block(b);
     return b;
+}
+
+void Peer::add_plane_block(std::vector<uint8_t>& b) const {
+    if (planes.size() < 2) return;
+    const size_t at = b.size();
+    b.resize(at + wire::kMaxPlaneBlock);
+    b.resize(at + wire::encode_plane_block({b.data() + at, wire::kMaxPlaneBlock}, planes.data(), planes.size()));
 }
 
 RxPkt Peer::connect(const ConnParams& p, uint64_t timeout_ns) {
@@ -224,6 +232,7 @@ void Peer::answer(const RxPkt& req, const ConnParams& p, uint32_t rate_hint, uin
     h.csn_window = p.csn_window;
     h.rate_hint = rate_hint;
     wire::encode_connect(b, c, h);
+    add_plane_block(b);
     send_raw(b);
     if (cookie_override) return;
     mine = p;
@@ -357,6 +366,7 @@ bool Peer::receive_one(uint64_t deadline) {
     r.raw.resize(size_t(n));
     r.at = now_ns();
     r.src_port = ntohs(from.sin_port);
+    r.src_ip = ntohl(from.sin_addr.s_addr);
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) r.ecn = *CMSG_DATA(c) & 3;
     r.err = wire::decode(r.raw, r.pk);

@@ -34,6 +34,7 @@ struct RxPkt {
     wire::Packet pk;              // payload spans cleared: payload() reads raw
     wire::DecodeError err = wire::DecodeError::ok;
     uint16_t src_port = 0;
+    uint32_t src_ip = 0;          // IPv4 source address, host order (which IUT plane sent it, R-PLANE-2)
     uint8_t ecn = 0;              // IP ECN bits it arrived with (0 Not-ECT, 2 ECT(0), 1 ECT(1), 3 CE)
     uint64_t at = 0;              // suite clock, ns
     wire::PacketType type() const { return pk.common.type; }
@@ -104,8 +105,11 @@ public:
 
     // Handshake initiated by the suite: CONNECT_REQ (resent every 20 ms) until a CONNECT_ACK.
     RxPkt connect(const ConnParams& p, uint64_t timeout_ns = 1000 * kMs);
-    // Builds the CONNECT_REQ of p (dst_conn 0).
+    // Builds the CONNECT_REQ of p (dst_conn 0), with a plane block when planes has two or more.
     std::vector<uint8_t> connect_req(const ConnParams& p) const;
+    // The suite's planes (R-PLANE-1): announced in this peer's CONNECT_REQ and
+    // CONNECT_ACK when two or more (each plane's address and listening port).
+    std::vector<wire::PlaneAddr> planes;
     // The state of the connection once set up (by connect, or by a test that answered the IUT's REQ).
     ConnParams mine;
     wire::ConnectHeader theirs{};
@@ -148,6 +152,7 @@ public:
 
 private:
     bool receive_one(uint64_t deadline);
+    void add_plane_block(std::vector<uint8_t>& b) const;
     int path_sock(int path);
     int fd_ = -1;
     uint16_t port_ = 0;

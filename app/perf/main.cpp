@@ -131,6 +131,9 @@ void usage(FILE* f) {
     std::fprintf(f,
         "usage: mroce-perf [options]               server: waits for one client, runs its test, exits\n"
         "       mroce-perf [options] <server-ip>   client: runs the test against the server\n"
+        "       mroce-perf [options] <ip0>,<ip1>,...  the same, the server given by its address on each\n"
+        "                        plane (plane 0 first): the connection is set up over any plane that\n"
+        "                        is up (the handshake tries them in turn, R-PLANE-6)\n"
         "  -p, --port P          server's well-known UDP port (default: the config's port, 4793)\n"
         "      --local-port P    client's own well-known port (default: server port + 200);\n"
         "                        path source ports are the next path_port_span ports after it\n"
@@ -703,7 +706,15 @@ int run_client(const Opts& o) {
     const uint32_t dcq = dev->create_cq(1 << 16);
     std::vector<uint8_t> cmem(9 * kCtrlBuf);
     const MemoryRegion cmr = dev->register_mr(pd, cmem.data(), cmem.size(), kAccessLocalWrite);
-    Connection conn = dev->connect(o.server, server_port, 5'000'000'000);
+    // R-PLANE-6: "A,B,C" is the server's address on planes 0, 1, 2 (all on -p):
+    // the handshake is tried on every plane, so it succeeds while any is up.
+    std::vector<PeerAddress> server_planes;
+    for (size_t at = 0; at <= o.server.size();) {
+        const size_t comma = std::min(o.server.find(',', at), o.server.size());
+        server_planes.push_back(PeerAddress{o.server.substr(at, comma - at), server_port});
+        at = comma + 1;
+    }
+    Connection conn = dev->connect(server_planes, 5'000'000'000);
     try {
         conn.create_stream(kCtrl, pd, ccq, ccq);
         Ctrl ctrl{*dev, conn, ccq, cmr, cmem};

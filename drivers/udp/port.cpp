@@ -276,6 +276,28 @@ uint32_t UdpPort::add_peer(const sockaddr_in& in) {
     return h;
 }
 
+uint32_t UdpPort::add_peer(const sockaddr_in* planes, size_t n) {
+    if (n == 0 || n > kMaxPlanes) throw std::invalid_argument(fmt::format("mroce udp: {} peer planes, 1..{}", n, kMaxPlanes));
+    const uint32_t h = add_peer(planes[0]);
+    if (n < 2) return h;
+    PeerPlanes pp;
+    pp.n = uint8_t(n);
+    for (size_t i = 0; i < n; ++i) {
+        sockaddr_in& sa = pp.addr[i];
+        sa = sockaddr_in{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr = planes[i].sin_addr;
+        sa.sin_port = planes[i].sin_port;
+        for (size_t j = 0; j < i; ++j)
+            if (pp.addr[j].sin_addr.s_addr == sa.sin_addr.s_addr)
+                throw std::invalid_argument("mroce udp: a peer's plane address given twice");
+        peer_by_addr_.emplace(key(sa), h);  // an address already another peer's stays that peer's
+    }
+    peer_planes_[h] = pp;
+    last_key_ = ~uint64_t(0);  // peer_for_rx's one-entry cache may name an older mapping
+    return h;
+}
+
 bool UdpPort::peer_address(uint32_t handle, sockaddr_in& out) const {
     if (handle == kNoPeer || handle >= peers_.size()) return false;
     out = peers_[handle];

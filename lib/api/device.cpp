@@ -2,6 +2,7 @@
 // Copyright (c) 2026 The mroce authors
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -421,8 +422,9 @@ std::string Device::failure_cause(uint32_t conn, uint32_t peer, uint64_t net_err
     const Time ms = 1'000'000;
     if (eng_.conn_stats(conn, cs) == Status::ok) {
         if (cs.error_cause == ConnErrorCause::connect_unanswered)
-            why = "no CONNECT_ACK after " + std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts in " +
-                  std::to_string(cfg_.engine.conn_timeout / ms) + " ms (conn_timeout_ms)";
+            why = "no CONNECT_ACK after " + std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts" +
+                  (cs.connect_planes > 1 ? " over " + std::to_string(cs.connect_planes) + " planes" : std::string()) +
+                  " in " + std::to_string(cfg_.engine.conn_timeout / ms) + " ms (conn_timeout_ms)";
         else if (cs.error_cause == ConnErrorCause::peer_silent)
             why = "peer silent for " + std::to_string(cs.silent_for / ms) + " ms with work outstanding (conn_timeout_ms " +
                   std::to_string(cfg_.engine.conn_timeout / ms) + ")";
@@ -437,18 +439,36 @@ std::string Device::failure_cause(uint32_t conn, uint32_t peer, uint64_t net_err
 }
 
 Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns) {
+    return connect(std::vector<PeerAddress>{PeerAddress{ip, port}}, timeout_ns);
+}
+
+Connection Device::connect(const std::vector<PeerAddress>& planes, Time timeout_ns) {
+    if (planes.empty() || planes.size() > wire::kMaxPlanes)
+        throw Error("connect: " + std::to_string(planes.size()) + " peer addresses, 1.." +
+                    std::to_string(wire::kMaxPlanes) + " (one per plane)");
+    // What the error names: the first address, and every plane's when given more (R-PLANE-6).
+    std::string where = planes[0].ip + ":" + std::to_string(planes[0].port);
     uint32_t peer, conn = 0;
+    uint8_t known = 1;
     uint64_t net_errors_before = 0;
     {
         MaybeLock g(mu_, thr_.joinable());
-        peer = tr_->resolve_peer(ip, port);
+        peer = tr_->resolve_peer(planes, known);
         net_errors_before = tr_->peer_error(peer).count;
         // R-CONN-14: connect() may return a connection the peer opened and
         // this device accepted; drained first, so that accept() never returns it too.
         handle_events_locked();
-        const Status s = eng_.connect(peer, conn);
-        if (s != Status::ok) throw ConnectionError(status_msg(("connect to " + ip + ":" + std::to_string(port)).c_str(), s));
+        const Status s = eng_.connect(peer, conn, known);
+        if (s != Status::ok) throw ConnectionError(status_msg(("connect to " + where).c_str(), s));
         std::erase_if(incoming_, [conn](const ConnEvent& e) { return e.conn == conn; });
+    }
+    // The planes the attempts rotate over (min of ours and the addresses given).
+    const size_t tried = std::min<size_t>(known, std::max<size_t>(1, tr_->num_planes()));
+    if (tried > 1) {
+        where += " (attempts rotated over its planes:";
+        for (size_t p = 0; p < tried; ++p)
+            where += " " + std::to_string(p) + "=" + planes[p].ip + ":" + std::to_string(planes[p].port);
+        where += ")";
     }
     kick();
     const Time start = now();
@@ -462,15 +482,14 @@ Connection Device::connect(const std::string& ip, uint16_t port, Time timeout_ns
         if (st == ConnState::established) return Connection(this, conn, peer);
         if (st == ConnState::error || st == ConnState::closed) {
             MaybeLock g(mu_, thr_.joinable());
-            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": " +
-                                  failure_cause(conn, peer, net_errors_before));
+            throw ConnectionError("connect to " + where + ": " + failure_cause(conn, peer, net_errors_before));
         }
         if (now() - start > timeout_ns) {
             MaybeLock g(mu_, thr_.joinable());
             ConnStats cs;
             (void)eng_.conn_stats(conn, cs);
             const Transport::PeerNetError ne = tr_->peer_error(peer);
-            throw ConnectionError("connect to " + ip + ":" + std::to_string(port) + ": no answer within " +
+            throw ConnectionError("connect to " + where + ": no answer within " +
                                   std::to_string(timeout_ns / 1'000'000) + " ms (" +
                                   std::to_string(cs.connect_attempts) + " CONNECT_REQ attempts)" +
                                   (ne.count > net_errors_before && !ne.what.empty() ? "; network: " + ne.what : ""));

@@ -391,7 +391,7 @@ size_t Engine::poll_events(ConnEvent* out, size_t max) {
     return n;
 }
 
-Status Engine::connect(uint32_t peer, uint32_t& conn_out) {
+Status Engine::connect(uint32_t peer, uint32_t& conn_out, uint8_t peer_planes) {
     // R-CONN-14: the peer's connect() reached us first; it is the one connection.
     for (Conn* o : impl_->conns) {
         if (o && o->peer == peer && o->unclaimed && o->state == ConnState::established) {
@@ -403,6 +403,8 @@ Status Engine::connect(uint32_t peer, uint32_t& conn_out) {
     Conn* c = impl_->new_conn(peer);
     if (!c) return Status::no_memory;
     c->state = ConnState::connecting;
+    // R-PLANE-6: the attempts rotate over the planes both ends can use.
+    c->connect_planes = uint8_t(std::max(1, std::min<int>(std::max<int>(impl_->cfg.num_planes, 1), peer_planes)));
     c->ctrl.push(CtrlItem{CtrlKind::connect_req, kControlPath});
     c->next_ctrl_retry = 0;  // set on first transmission
     conn_out = c->id;
@@ -1071,6 +1073,7 @@ Status Engine::conn_stats(uint32_t id, ConnStats& out) const {
     out = c->st;
     out.state = c->state;
     out.rate_hint_kbps = c->hint_kbps;
+    out.connect_planes = c->connect_planes;
     return Status::ok;
 }
 

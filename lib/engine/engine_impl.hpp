@@ -299,6 +299,9 @@ struct Conn {
     uint16_t peer_paths = 0;       // peer's sending paths = our receive paths
     uint16_t seg = 0;              // our segment size (min of both sides' max_payload)
     uint8_t planes = 1;            // R-PLANE-2: min(our planes, peer's); 1 before ESTABLISHED
+    // R-PLANE-6: CONNECT_REQ k leaves on plane k % connect_planes (min(our
+    // planes, the peer addresses the application gave)); 1: plane 0 only.
+    uint8_t connect_planes = 1;
     uint32_t csn_limit = 0;        // min(own csn_window, peer's)
     uint32_t peer_depth = 0;
     uint32_t fair_idx = 0;

@@ -132,15 +132,30 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
     }
 }
 
+// R-PLANE-7: the CONNECT_ACK answering a CONNECT_REQ goes back on the plane
+// that REQ arrived on (it just crossed that plane), carried as plane + 1 in
+// CtrlItem::a (0: no arrival plane, R-PLANE-3's rotation).
+static CtrlItem connect_ack_item(const RxPacket* rx) {
+    CtrlItem it{CtrlKind::connect_ack, kControlPath};
+    it.a = rx ? uint32_t(rx->plane) + 1 : 0;
+    return it;
+}
+
 void Engine::Impl::rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now) {
     const wire::ConnectHeader& h = pk.connect;
     Conn* mine = nullptr;  // our own attempt toward this peer, waiting for its answer
     for (Conn* c : conns) {
-        if (!c || c->peer != peer) continue;
+        if (!c) continue;
+        // R-CONN-4, R-PLANE-7: a repeat that arrived on another plane may carry
+        // another peer handle (the driver met that address first in it); the
+        // initiator's id and random cookie name the attempt all the same.
+        const bool same_attempt = c->remote_conn == pk.common.src_conn && c->cookie == h.cookie &&
+                                  (c->state == ConnState::established || c->state == ConnState::closing);
+        if (c->peer != peer && !same_attempt) continue;
         if (c->remote_conn == pk.common.src_conn) {
             // R-CONN-4: a repeated CONNECT_REQ (our ACK was lost) gets the same answer.
             if (c->cookie == h.cookie) {
-                c->ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+                c->ctrl.push(connect_ack_item(cur_rx));
                 wake(*c);
             } else {
                 ++st.connects_crossed;  // R-CONN-14: the peer's attempt that lost to this connection
@@ -187,7 +202,7 @@ void Engine::Impl::answer_connect_req(Conn& c, const wire::Packet& pk, Time now)
     establish(c, pk.connect, now);
     fair.on_connect(c.fair_idx, now);  // R-HINT-2: active from its handshake on
     if (cfg.rate_hints) refresh_idle_hints(c);
-    c.ctrl.push(CtrlItem{CtrlKind::connect_ack, kControlPath});
+    c.ctrl.push(connect_ack_item(cur_rx));
     wake(c);
 }
 

@@ -316,8 +316,13 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
     // R-PLANE-3: connection control leaves on the plane of a live path, a
     // different one on each repeat, so no one plane carries the handshake's
     // answer or a DISCONNECT alone.
-    const uint8_t ctrl_plane =
+    uint8_t ctrl_plane =
         c.planes > 1 ? c.paths[live_path(c, uint16_t(c.ctrl_retries % c.paths.size()))].plane : 0;
+    // R-PLANE-6: CONNECT_REQ k on plane k % connect_planes, so no one plane
+    // is needed to set the connection up; R-PLANE-7: a CONNECT_ACK on the
+    // plane its CONNECT_REQ came in on.
+    if (it.kind == CtrlKind::connect_req) ctrl_plane = uint8_t(c.ctrl_retries % c.connect_planes);
+    else if (it.kind == CtrlKind::connect_ack && it.a != 0 && it.a - 1 < c.planes) ctrl_plane = uint8_t(it.a - 1);
     fill_tx(o, c, txpath, hl, ctrl_plane);
     if ((it.kind == CtrlKind::connect_req || it.kind == CtrlKind::connect_ack) && plane_block_len) {
         // R-PLANE-1: the plane block travels as the packet's payload (engine memory, never freed).

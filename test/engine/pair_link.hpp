@@ -50,6 +50,7 @@ struct PairLink {
         uint64_t seq;
         int to;
         uint8_t ce;
+        uint8_t plane = 0;  // TxPacket::plane, handed to the receiver as RxPacket::plane
         std::vector<uint8_t> bytes;
         bool operator>(const InFlight& o) const { return at != o.at ? at > o.at : seq > o.seq; }
     };
@@ -175,6 +176,7 @@ struct PairLink {
         InFlight f;
         f.to = 1 - from;
         f.ce = (p.ect && rng.uniform() < ce) ? 1 : 0;
+        f.plane = p.plane;
         const uint16_t path = p.path == kControlPath ? 0 : p.path;
         f.at = now + base_delay + per_path_skew * (path % 8) + (delay_if ? delay_if(from, p) : 0);
         f.bytes.resize(p.hdr_len + p.payload_len);
@@ -227,6 +229,7 @@ struct PairLink {
                 r.len = uint32_t(f.bytes.size());
                 r.peer = uint32_t(1 - f.to);
                 r.ce = f.ce;
+                r.plane = f.plane;
                 const uint32_t cut = split_at ? split_at(f.to, f.bytes) : 0;
                 if (cut > 0 && cut < r.len) {
                     std::vector<uint8_t> two(f.bytes.begin(), f.bytes.begin() + cut);

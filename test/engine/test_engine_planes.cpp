@@ -204,3 +204,112 @@ TEST_CASE("planes: plane addresses a peer would refuse make a one-plane device, 
     for (const TxPacket& p : t.connects)
         if (is_type(p, wire::PacketType::connect_req)) CHECK(p.payload_len == 0);
 }
+
+TEST_CASE("planes: a connection is set up while plane 0 (or any one plane) is down: the CONNECT_REQs rotate over "
+          "the peer's planes and the CONNECT_ACK comes back on the plane that carried one (R-PLANE-6, R-PLANE-7)",
+          "[engine][planes]") {
+    for (uint8_t dead = 0; dead < 3; ++dead) {
+        CAPTURE(int(dead));
+        StreamSide a(planes_cfg(3, 0), 1 << 20), b(planes_cfg(3, 1), 1 << 20);
+        PairLink link(a.eng, b.eng);
+        std::vector<uint8_t> req_planes, ack_planes;
+        link.drop_if = [&](int, const TxPacket& p) {
+            if (is_type(p, wire::PacketType::connect_req)) req_planes.push_back(p.plane);
+            if (is_type(p, wire::PacketType::connect_ack)) ack_planes.push_back(p.plane);
+            return p.plane == dead;
+        };
+        uint32_t ca = 0, cb = 0;
+        // The application gave the peer's address on each of its 3 planes.
+        REQUIRE(a.eng.connect(1, ca, 3) == Status::ok);
+        REQUIRE(link.run([&] {
+            ConnEvent ev[4];
+            for (size_t i = 0, n = b.eng.poll_events(ev, 4); i < n; ++i)
+                if (ev[i].kind == EventKind::incoming) cb = ev[i].conn;
+            return cb != 0 && a.eng.conn_state(ca) == ConnState::established;
+        }, 1'000'000'000));
+        // Attempt k went on plane k % 3 until one crossed a live plane.
+        REQUIRE(!req_planes.empty());
+        for (size_t k = 0; k < req_planes.size(); ++k) CHECK(req_planes[k] == k % 3);
+        CHECK(req_planes.size() == (dead == 0 ? 2u : 1u));
+        // The answer went back on the plane its CONNECT_REQ arrived on (not plane 0 when that is the dead one).
+        REQUIRE(ack_planes.size() == 1);
+        CHECK(ack_planes[0] == req_planes.back());
+        ConnStats cs{};
+        REQUIRE(a.eng.conn_stats(ca, cs) == Status::ok);
+        CHECK(cs.connect_planes == 3);
+        CHECK(cs.planes == 3);
+        // The connection carries verified data with the plane still down.
+        REQUIRE(a.eng.create_stream(ca, 3, a.attr()) == Status::ok);
+        REQUIRE(b.eng.create_stream(cb, 3, b.attr()) == Status::ok);
+        fill_pattern(a.mem, 0, 100000, 7);
+        REQUIRE(a.eng.post_send(ca, 3, a.wr(1, OpKind::write, 0, 100000, b.addr(200000), b.mr.rkey)) == Status::ok);
+        REQUIRE(link.run([&] { a.poll(); return !a.got.empty(); }, 3'000'000'000));
+        CHECK(a.got[0].status == WcStatus::success);
+        CHECK(std::memcmp(a.mem.data(), b.mem.data() + 200000, 100000) == 0);
+    }
+}
+
+TEST_CASE("planes: without the peer's plane addresses every CONNECT_REQ goes on plane 0, and the error after the "
+          "last names the attempts and planes (R-PLANE-6, R-CONN-5)", "[engine][planes]") {
+    for (uint8_t given : {uint8_t(1), uint8_t(3)}) {
+        CAPTURE(int(given));
+        EngineConfig ac = planes_cfg(3, 0);
+        ac.conn_timeout = 200'000'000;  // 20 attempts of connect_retry 10 ms
+        StreamSide a(ac, 1 << 16), b(planes_cfg(3, 1), 1 << 16);
+        PairLink link(a.eng, b.eng);
+        std::vector<uint8_t> req_planes;
+        // given 1: plane 0 is down, the only one tried; given 3: every plane is down.
+        link.drop_if = [&](int, const TxPacket& p) {
+            if (is_type(p, wire::PacketType::connect_req)) req_planes.push_back(p.plane);
+            return given == 1 ? p.plane == 0 : true;
+        };
+        uint32_t ca = 0;
+        REQUIRE(a.eng.connect(1, ca, given) == Status::ok);
+        REQUIRE(link.run([&] { return a.eng.conn_state(ca) == ConnState::error; }, 1'000'000'000));
+        ConnStats cs{};
+        REQUIRE(a.eng.conn_stats(ca, cs) == Status::ok);
+        CHECK(cs.error_cause == ConnErrorCause::connect_unanswered);
+        CHECK(cs.connect_planes == given);
+        CHECK(cs.connect_attempts == req_planes.size());
+        CHECK(req_planes.size() == 20);
+        for (size_t k = 0; k < req_planes.size(); ++k) CHECK(req_planes[k] == k % given);
+        CHECK(b.eng.conn_count() == 0);
+    }
+}
+
+TEST_CASE("planes: a repeated CONNECT_REQ that arrives on another plane (another driver peer handle) is the same "
+          "attempt: answered on its own plane, no second connection (R-PLANE-7, R-CONN-4)", "[engine][planes]") {
+    Engine e(planes_cfg(3, 1));
+    wire::CommonHeader c;
+    c.type = wire::PacketType::connect_req;
+    c.src_conn = 0x4321;
+    wire::ConnectHeader h;
+    h.num_paths = 3;
+    h.max_payload = 4096;
+    h.stream_depth = 256;
+    h.csn_window = 4096;
+    h.cookie = 0xabcdef;
+    const wire::PlaneAddr pl[3] = {{0x0A010002, 4793}, {0x0A020002, 4793}, {0x0A030002, 4793}};
+    std::vector<uint8_t> d(wire::kConnectLen + wire::kMaxPlaneBlock);
+    REQUIRE(wire::encode_connect(d, c, h) == wire::kConnectLen);
+    d.resize(wire::kConnectLen + wire::encode_plane_block({d.data() + wire::kConnectLen, wire::kMaxPlaneBlock}, pl, 3));
+    std::vector<uint8_t> acks;  // planes of the CONNECT_ACKs
+    Time now = 1000;
+    for (uint8_t plane : {uint8_t(1), uint8_t(2), uint8_t(2)}) {
+        RxPacket p;
+        p.data = d.data();
+        p.len = uint32_t(d.size());
+        p.peer = 5 + plane;  // the driver met each plane's address first in this REQ
+        p.plane = plane;
+        e.rx_burst(&p, 1, now);
+        TxPacket out[8];
+        for (size_t i = 0, n = e.tx_burst(out, 8, now); i < n; ++i)
+            if (is_type(out[i], wire::PacketType::connect_ack)) {
+                acks.push_back(out[i].plane);
+                CHECK(out[i].peer == 6);  // the connection's peer: the handle of the first REQ
+            }
+        now += 10'000'000;
+    }
+    CHECK(e.conn_count() == 1);
+    CHECK(acks == std::vector<uint8_t>{1, 2, 2});
+}

@@ -21,6 +21,12 @@
 #       (router-side counters toward the server) and checks that the failed
 #       planes carry nothing while down and the healed ones carry data again
 #       within 1 s of healing.
+#   perf_netns_planes.py MROCE_PERF connect-down plane0|all
+#       the client names the server by its three plane addresses (mroce-perf
+#       A,B,C, R-PLANE-6). plane0: plane 0 is down before the connection is
+#       set up; the handshake crosses plane 1 and a verified 2 s WRITE runs on
+#       planes 1 and 2. all: every plane is down; the client fails with a
+#       connection error naming the three addresses and the attempts.
 #   perf_netns_planes.py MROCE_PERF all-down SECONDS
 #       every plane black-holes for SECONDS during a verified WRITE with
 #       conn_timeout 2000 ms: under it the transfer resumes and verifies;
@@ -95,12 +101,13 @@ def plane_table(out):
     return rows
 
 
-def start(d, op, seconds, extra_args=(), extra_conf=""):
+def start(d, op, seconds, extra_args=(), extra_conf="", server=None):
     srv = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h1", PERF, "--config", conf(d, 1, extra_conf),
                             "--accept-timeout", "10", *extra_args], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
-    cli = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h0", PERF, "--config", conf(d, 0, extra_conf), server_addr(),
+    cli = subprocess.Popen(["ip", "netns", "exec", f"{TAG}h0", PERF, "--config", conf(d, 0, extra_conf),
+                            server or server_addr(),
                             "--op", op, "-s", "65536", "-D", str(seconds), "--verify", *extra_args],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return srv, cli
@@ -223,6 +230,50 @@ def case_all_down(d, seconds):
           f"{t_cli - t_down:.1f} s after the outage: {cerr.strip().splitlines()[-1]}")
 
 
+SERVER_PLANES = ",".join(f"10.{p + 1}.1.2" for p in range(PLANES))  # the server on each plane, plane 0 first
+
+
+def case_connect_down(d, which):
+    """R-PLANE-6, R-PLANE-7: the client names the server on every plane; plane 0
+    (or every plane) is down before the connection is set up."""
+    down = "0" if which == "plane0" else ALL_PLANES
+    fabric("fail", down)
+    t0 = time.time()
+    srv, cli = start(d, "write", 2.0, ["--conn-timeout", str(int(CONN_TIMEOUT_S * 1000))], server=SERVER_PLANES)
+    crc, cout, cerr = finish(cli, 30)
+    t_cli = time.time() - t0
+    if which == "plane0":
+        src, sout, serr = finish(srv, 10)
+        if crc != 0 or src != 0:
+            fail(f"plane 0 down before connecting: exit codes client {crc} server {src}: {cerr[-700:]} {serr[-400:]}")
+        # The result row under the header "messages Gbit/s msg/s ... verify": its last field.
+        lines = cout.splitlines()
+        hdr = next((i for i, l in enumerate(lines) if l.split()[:2] == ["messages", "Gbit/s"]), None)
+        row = lines[hdr + 1].split() if hdr is not None and hdr + 1 < len(lines) else []
+        if not row or row[-1] != "ok":
+            fail(f"no verify ok: {cout[-500:]}")
+        planes = plane_table(cout)
+        print("client per-plane tx bytes:", planes)
+        if planes.get(1, 0) == 0 or planes.get(2, 0) == 0:
+            fail(f"planes 1 and 2 did not carry the transfer: {planes}")
+        print(f"PASS connection set up with plane 0 down (client given {SERVER_PLANES}); verified write over planes "
+              f"1 and 2: {row[0]} messages, {row[1]} Gbit/s, verify {row[-1]}")
+        return
+    srv.kill()
+    finish(srv, 5)
+    last = cerr.strip().splitlines()[-1] if cerr.strip() else ""
+    if crc != 3:
+        fail(f"every plane down: client exit code {crc}, want 3 (connection error): {cerr[-600:]}")
+    for a in SERVER_PLANES.split(","):
+        if a not in last:
+            fail(f"the connection error does not name {a}: {last}")
+    if "CONNECT_REQ attempts over 3 planes" not in last:
+        fail(f"the connection error does not count the attempts over the planes: {last}")
+    if t_cli > CONN_TIMEOUT_S + 3.0:
+        fail(f"the client reported after {t_cli:.1f} s (conn_timeout {CONN_TIMEOUT_S} s)")
+    print(f"PASS every plane down: connection error after {t_cli:.1f} s: {last}")
+
+
 def main():
     if os.geteuid() != 0 or subprocess.run(["which", "nft"], capture_output=True).returncode != 0:
         print("SKIP: needs root, ip netns and nft")
@@ -232,6 +283,8 @@ def main():
         with tempfile.TemporaryDirectory() as d:
             if CASE[0] == "fail":
                 case_fail(d, CASE[1], int(CASE[2]), int(CASE[3]))
+            elif CASE[0] == "connect-down":
+                case_connect_down(d, CASE[1])
             elif CASE[0] == "all-down":
                 case_all_down(d, float(CASE[1]))
             else:

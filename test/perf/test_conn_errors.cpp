@@ -73,6 +73,52 @@ TEST_CASE("connect errors: a peer that answers nothing is a timeout after N atte
     CHECK_THAT(e, Catch::Contains("the peer answered nothing"));
 }
 
+// Two planes on loopback (127.0.0.1 and 127.0.0.2, both on lo).
+std::unique_ptr<Device> open_two_planes(uint16_t port, Time conn_timeout, ProgressMode pm = ProgressMode::manual) {
+    DeviceConfig d;
+    d.planes = {"127.0.0.1", "127.0.0.2"};
+    d.address = d.planes[0];
+    d.port = port;
+    d.path_port_span = 4;
+    d.progress = pm;
+    d.engine.conn_timeout = conn_timeout;
+    return open_device(d);
+}
+
+TEST_CASE("connect errors: a peer named on two planes that answers on neither: the error names both addresses and "
+          "the attempts over both planes (R-PLANE-6)", "[api][conn-errors][planes]") {
+    const uint16_t base = base_port(40);
+    auto cli = open_two_planes(base, 200'000'000);
+    std::string e = "(connected)";
+    try {
+        cli->connect({PeerAddress{"127.0.0.1", uint16_t(base + 10)}, PeerAddress{"127.0.0.2", uint16_t(base + 11)}});
+    } catch (const ConnectionError& x) {
+        e = x.what();
+    }
+    CHECK_THAT(e, Catch::Contains("0=127.0.0.1:" + std::to_string(base + 10)));
+    CHECK_THAT(e, Catch::Contains("1=127.0.0.2:" + std::to_string(base + 11)));
+    CHECK_THAT(e, Catch::Contains("no CONNECT_ACK after 20 CONNECT_REQ attempts over 2 planes in 200 ms"));
+}
+
+TEST_CASE("connect: a peer named on two planes is reached on plane 1 when its plane-0 address answers nothing "
+          "(R-PLANE-6, R-PLANE-7)", "[api][planes]") {
+    const uint16_t base = base_port(60);
+    auto srv = open_two_planes(base, 2'000'000'000, ProgressMode::automatic);
+    auto cli = open_two_planes(uint16_t(base + 20), 2'000'000'000);
+    // Plane 0 "down": the address given for it is a port nobody listens on;
+    // plane 1's is the server's. The server's handshake then tells the
+    // client where it really is on plane 0 (R-PLANE-1).
+    Connection c = cli->connect({PeerAddress{"127.0.0.1", uint16_t(base + 10)}, PeerAddress{"127.0.0.2", base}},
+                                2'000'000'000);
+    Connection s = srv->accept(1'000'000'000);
+    ConnStats cs{};
+    REQUIRE(cli->engine().conn_stats(c.id(), cs) == Status::ok);
+    CHECK(cs.connect_attempts >= 2);  // the first, on plane 0, went nowhere
+    CHECK(cs.connect_planes == 2);
+    CHECK(cs.planes == 2);
+    (void)s;
+}
+
 // Runs fn in a child in a network namespace of its own with only lo (up)
 // and an unreachable route for 10.9.0.0/16; the child's exit status is
 // fn's. 77: namespaces unavailable (not root).

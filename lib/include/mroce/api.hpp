@@ -189,6 +189,13 @@ struct PlaneInfo {
     uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
 };
 
+// A remote device's address on one plane (R-PLANE-6): its IPv4 address
+// there and the UDP port it listens on.
+struct PeerAddress {
+    std::string ip;
+    uint16_t port = 0;
+};
+
 class Transport {
 public:
     virtual ~Transport() = default;
@@ -203,6 +210,13 @@ public:
     virtual void wake() = 0;
     // Peer handle for a remote device's well-known address. Throws Error.
     virtual uint32_t resolve_peer(const std::string& ip, uint16_t port) = 0;
+    // R-PLANE-6: one handle for a peer given by its address on each plane
+    // (plane 0 first); known says how many of them the driver will send to
+    // (plane p's packets to planes[p]). A one-plane driver knows planes[0] only.
+    virtual uint32_t resolve_peer(const std::vector<PeerAddress>& planes, uint8_t& known) {
+        known = 1;
+        return resolve_peer(planes.at(0).ip, planes.at(0).port);
+    }
     virtual std::string peer_name(uint32_t peer) const = 0;
     // The last network error the driver saw about packets to the peer (ICMP
     // port or host unreachable, a send refused for want of a route), in
@@ -441,6 +455,14 @@ public:
     // accepted (set_accept_streams applied to it as to any accepted one), and
     // accept() does not return it.
     Connection connect(const std::string& ip, uint16_t port, Time timeout_ns = 5'000'000'000);
+    // The same toward a peer given by its address on each of its planes,
+    // plane 0 first (R-PLANE-6): the CONNECT_REQ and its repeats rotate over
+    // min(this device's planes, planes.size()) planes, each to the peer's
+    // address on that plane, and the CONNECT_ACK is taken from any of them,
+    // so the connection is set up while any of those planes is up. The
+    // ConnectionError after the last attempt names every address tried and
+    // the number of attempts.
+    Connection connect(const std::vector<PeerAddress>& planes, Time timeout_ns = 5'000'000'000);
     // Waits for the next incoming connection. Throws TimeoutError.
     Connection accept(Time timeout_ns = UINT64_MAX);
 

@@ -201,6 +201,7 @@ struct ConnStats {
     ConnState state = ConnState::idle;
     ConnErrorCause error_cause = ConnErrorCause::none;
     uint32_t connect_attempts = 0;  // CONNECT_REQs sent (first and repeats)
+    uint8_t connect_planes = 1;     // planes the CONNECT_REQs rotated over (R-PLANE-6)
     Time silent_for = 0;            // at the error: time since the peer was last heard (0: never heard)
     uint32_t peer = 0;
     uint32_t remote_conn = 0;
@@ -364,7 +365,13 @@ public:
     // CONNECT_REQ or by the answer to ours (event established either way). A
     // connection the peer opened and this end accepted, not yet returned by a
     // connect(), is returned instead of opening a second one.
-    Status connect(uint32_t peer, uint32_t& conn_out);
+    //
+    // peer_planes (R-PLANE-6): how many of the peer's planes the driver can
+    // already address for this handle (the application gave the peer's
+    // address on planes 0..peer_planes-1). The CONNECT_REQ and each repeat
+    // rotate over min(own planes, peer_planes) planes, so the connection is
+    // set up while any of them is up; 1 (default): every attempt on plane 0.
+    Status connect(uint32_t peer, uint32_t& conn_out, uint8_t peer_planes = 1);
     Status disconnect(uint32_t conn);
     // R-CONN-13: the application is done with a CLOSED or ERROR connection
     // (its flushed completions are in the CQs): its state and streams are

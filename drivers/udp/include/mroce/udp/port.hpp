@@ -131,6 +131,11 @@ public:
     // Throws std::invalid_argument for an address that does not parse.
     uint32_t add_peer(const std::string& ip, uint16_t port);
     uint32_t add_peer(const sockaddr_in& sa);
+    // R-PLANE-6: a peer given by its address on each plane (plane 0 first,
+    // at most kMaxPlanes): one handle, answering for every one of them (a
+    // CONNECT_ACK may come from any), whose plane p's packets go to planes[p]
+    // until the peer's own plane block says otherwise (R-PLANE-1).
+    uint32_t add_peer(const sockaddr_in* planes, size_t n);
     // Address of a handle; false if the handle is unknown.
     bool peer_address(uint32_t handle, sockaddr_in& out) const;
     size_t num_peers() const noexcept { return peers_.size() - 1; }
