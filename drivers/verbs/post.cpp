@@ -205,7 +205,7 @@ int poll_cq_op(ibv_cq* ibcq, int num, ibv_wc* wc) {
     OpenDevice& od = *c.ctx->od;
     Completion buf[kBurst];
     int got = 0;
-    bool drove = false, moved = false, idled = false;
+    bool drove = false;
     auto g = d.lock();
     while (got < num) {
         const size_t n = d.engine().poll_cq(c.id, buf, std::min<size_t>(kBurst, size_t(num - got)));
@@ -236,16 +236,8 @@ int poll_cq_op(ibv_cq* ibcq, int num, ibv_wc* wc) {
         }
         if (n == 0 && got == 0 && !drove) {
             // Nothing yet: the polling thread runs the transport itself (Device::drive).
-            moved = d.drive_locked() != 0;
+            d.drive_locked();
             drove = true;
-            continue;
-        }
-        if (n == 0 && got == 0 && !idled) {
-            // Still nothing: wait as the engine thread would (spin after
-            // activity, then block until I/O); woken by a packet, drive again.
-            idled = true;
-            if (!d.idle_driving(g, moved)) break;
-            drove = false;
             continue;
         }
         if (n < kBurst) break;
@@ -253,7 +245,6 @@ int poll_cq_op(ibv_cq* ibcq, int num, ibv_wc* wc) {
     // An application that waits outside verbs after this (ib_write_lat spins
     // on its buffer) has its answer placed here, or the engine thread back at
     // once (Device::leave).
-    if (got > 0) d.idle_driving(g, true);
     const bool release = got > 0 && d.leave(g);
     g.unlock();
     if (release) d.stop_driving();

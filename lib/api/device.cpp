@@ -124,11 +124,7 @@ void Device::engine_thread() {
             std::lock_guard<std::mutex> g(mu_);
             pending = eng_.tx_pending(tr_->now());
         }
-        bool blocked;
-        {
-            std::lock_guard<std::mutex> w(idle_mu_);
-            blocked = tr_->idle(moved != 0 || pending, tr_->now(), deadline);
-        }
+        const bool blocked = tr_->idle(moved != 0 || pending, tr_->now(), deadline);
         sleeping_.store(false, std::memory_order_relaxed);
         if (blocked) {
             std::lock_guard<std::mutex> g(mu_);
@@ -237,39 +233,6 @@ void Device::returned_locked(Time now) noexcept {
     stays_away_ = now - left_at_ > Time(cfg_.drive_handoff_us) * 1000;
     if (stays_away_) lingers_ = true;
     left_at_ = 0;
-}
-
-bool Device::idle_driving(std::unique_lock<std::mutex>& g, bool active) {
-    if (!thr_.joinable()) return false;
-    const Time now = tr_->now();
-    // A poller spins for 1 ms of silence before it waits (as mroce-perf
-    // --lat's client): a ping-pong's answer under load takes longer than
-    // spin_us, and a wake-up per round trip costs more than the spin.
-    constexpr Time kPollSpinNs = 1'000'000, kPollBlockNs = 250'000;
-    if (active || now - poll_active_at_ < kPollSpinNs) {
-        if (active) poll_active_at_ = now;
-        return false;
-    }
-    const Time deadline = std::min<Time>(loop_.next_deadline(now), now + kPollBlockNs);
-    const bool pending = eng_.tx_pending(now);
-    // The engine thread stands by while this caller waits in its place.
-    driven_until_.store(std::max<Time>(deadline, now) + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
-    g.unlock();
-    bool blocked = false;
-    if (idle_mu_.try_lock()) {
-        sleeping_.store(true, std::memory_order_relaxed);  // a post from another thread wakes it (kick)
-        blocked = tr_->idle(pending, tr_->now(), deadline);
-        sleeping_.store(false, std::memory_order_relaxed);
-        idle_mu_.unlock();
-    }
-    g.lock();
-    const Time after = tr_->now();
-    driven_until_.store(after + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
-    if (blocked) {
-        ++dst_.blocks;
-        poll_active_at_ = after;
-    }
-    return blocked;
 }
 
 bool Device::leave(std::unique_lock<std::mutex>& g) {

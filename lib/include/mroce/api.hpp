@@ -482,17 +482,6 @@ public:
     // 1 ms). An application that comes straight back (posts, polls again:
     // ib_write_bw, ping-pongs that poll) neither lingers nor gives the loop up.
     bool leave(std::unique_lock<std::mutex>& g);
-    // A driving caller whose pass found nothing to return (the verbs
-    // provider's poll_cq) waits as the engine thread would in its place, once
-    // its callers have found nothing for 1 ms (the spin of mroce-perf --lat's
-    // client: a ping-pong keeps spinning): the transport's idle policy (UDP:
-    // block until I/O, a post's wake-up, the engine's next deadline or
-    // 250 us) with g released, so an idle poller leaves its core to the peer
-    // rather than spin against it. active: its pass moved packets, or it
-    // returns completions (then it only records the activity). Returns true
-    // if it blocked (poll again: something may have arrived). Does nothing
-    // without an engine thread or while that thread waits itself.
-    bool idle_driving(std::unique_lock<std::mutex>& g, bool active);
 
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
@@ -560,12 +549,10 @@ private:
     Time left_at_ = 0;
     bool stays_away_ = false;
     bool lingers_ = false;  // the caller lingers at leave() (under mu_)
-    Time poll_active_at_ = 0;  // idle_driving(): the driving callers' last activity (under mu_)
     void returned_locked(Time now) noexcept;
     std::mutex nap_mu_;                   // the engine thread's standby naps, cut short by stop_driving()
     std::condition_variable nap_cv_;
     std::atomic<bool> sleeping_{false};
-    std::mutex idle_mu_;  // one thread at a time in tr_->idle (the engine thread or a driving caller)
     std::thread thr_;
 };
 
