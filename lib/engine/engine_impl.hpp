@@ -92,6 +92,17 @@ struct TxPath {
 // declared lost that is not yet known to be received.
 inline uint32_t tx_floor(const TxPath& p) { return p.rto_pending ? p.rto_psn : p.snd_una; }
 
+// snd_una passes the slots that are no longer in flight (acknowledged or
+// declared lost), up to the oldest still in flight.
+inline void advance_una(TxPath& p) {
+    while (p.snd_una != p.snd_nxt) {
+        PathTxSlot& sl = p.ring[p.snd_una & (kPathRing - 1)];
+        if (sl.state == TxSlotState::inflight) break;
+        sl.state = TxSlotState::empty;
+        ++p.snd_una;
+    }
+}
+
 // delivered: resolved (acknowledged, or settled by a NAK without delivery);
 // rnr_wait: refused as receiver-not-ready, resent when its delay ends (R-NAK-10).
 enum class CsnState : uint8_t { free, inflight, lost, delivered, rnr_wait };

@@ -991,7 +991,6 @@ void Engine::Impl::advance_csn_una(Conn& c) {
     if (!c.tx_retired.empty()) [[unlikely]] release_retired(c);
 }
 
-static void advance_una(TxPath& p);
 
 // R-NAK-9: the responder never acks the packet it refused, so the NAK is what
 // resolves it: resolved without delivery, it leaves the retransmission queue
@@ -1109,14 +1108,6 @@ void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
     }
 }
 
-static void advance_una(TxPath& p) {
-    while (p.snd_una != p.snd_nxt) {
-        PathTxSlot& sl = p.ring[p.snd_una & (kPathRing - 1)];
-        if (sl.state == TxSlotState::inflight) break;
-        sl.state = TxSlotState::empty;
-        ++p.snd_una;
-    }
-}
 
 void Engine::Impl::rtt_sample(TxPath& p, Time r) {
     // R-TIMER-1: RFC 6298 estimator per path.

@@ -867,10 +867,7 @@ void Engine::Impl::path_silent(Conn& c, uint16_t pi, Time now) {
     declare_lost(c, p, p.snd_una);
     ++p.st.losses;
     const uint16_t losses = 1;
-    while (p.snd_una != p.snd_nxt && p.ring[p.snd_una & (kPathRing - 1)].state != TxSlotState::inflight) {
-        p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
-        ++p.snd_una;
-    }
+    advance_una(p);
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
