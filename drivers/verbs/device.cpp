@@ -409,7 +409,12 @@ MROCE_EXPORT ibv_context* ibv_open_device(ibv_device* d) {
         std::lock_guard<std::mutex> g(s.mu);
         if (s.open.refs == 0) {
             try {
-                s.open.dev = open_device(s.cfg);
+                // R-TIMER-9 off here for now: with it, ibv_srq_pingpong's last
+                // SEND failed remote-invalid-request in 3 of 15 runs (cause not
+                // yet found; doc/verbs.md).
+                DeviceConfig dc = s.cfg;
+                dc.engine.path_silence = false;
+                s.open.dev = open_device(dc);
             } catch (const std::exception& e) {
                 say(std::string("ibv_open_device ") + d->name + ": " + e.what());
                 delete c;

@@ -1079,7 +1079,7 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             if (p.snd_una == p.snd_nxt) continue;
             const PathTxSlot& oldest = p.ring[p.snd_una & (kPathRing - 1)];
             const Time rto = backed_off_rto(p, cfg);
-            if (own_rtt(p)) {  // R-TIMER-9
+            if (cfg.path_silence && own_rtt(p)) {  // R-TIMER-9
                 // Silent since its oldest packet left or it was last heard, whichever
                 // is later: a path whose ACKs keep coming, late behind a queue, is not.
                 const Time quiet = std::max(oldest.sent, p.last_heard) + silence_delay(p, cfg);

@@ -279,6 +279,7 @@ struct EngineConfig {
     Time min_rto = 100'000;
     Time max_rto = 100'000'000;
     uint32_t fail_after_timeouts = 3;    // consecutive RTOs that retire a path (R-PATH-9)
+    bool path_silence = true;            // R-TIMER-9 (off in the verbs provider for now: doc/verbs.md)
     Time probe_interval = 1'000'000;     // first re-probe of a failed path after this (R-PATH-11)
     Time probe_max_interval = 100'000'000;  // unanswered probes back off, doubling, up to this (R-PATH-11)
     // R-PATH-14: PROBEs (path probes and keepalives) this device sends per
