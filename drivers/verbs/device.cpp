@@ -26,6 +26,10 @@ namespace mroce::verbs {
 
 namespace {
 
+// R-STREAM-11: about an RNIC's time to give up on a QP that no longer answers
+// (timeout 14, 4.096 us * 2^14 = 67 ms, times retry_cnt 7).
+constexpr Time kVerbsPeerGoneWait = 500'000'000;
+
 // Marks an ibv_device as ours (its _ops slot is unused by libibverbs' callers).
 ibv_context* ours_marker(ibv_device*, int) { return nullptr; }
 
@@ -409,11 +413,10 @@ MROCE_EXPORT ibv_context* ibv_open_device(ibv_device* d) {
         std::lock_guard<std::mutex> g(s.mu);
         if (s.open.refs == 0) {
             try {
-                // R-TIMER-9 off here for now: with it, ibv_srq_pingpong's last
-                // SEND failed remote-invalid-request in 3 of 15 runs (cause not
-                // yet found; doc/verbs.md).
+                // R-STREAM-11: a peer QP destroyed under a SEND fails it only
+                // after the time an RNIC's retries would take (doc/verbs.md).
                 DeviceConfig dc = s.cfg;
-                dc.engine.path_silence = false;
+                if (!dc.engine.peer_gone_wait) dc.engine.peer_gone_wait = kVerbsPeerGoneWait;
                 s.open.dev = open_device(dc);
             } catch (const std::exception& e) {
                 say(std::string("ibv_open_device ") + d->name + ": " + e.what());

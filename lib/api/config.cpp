@@ -97,6 +97,7 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     else if (k == "probe_max_interval_us") e.probe_max_interval = parse_uint(w, v, 1, 60'000'000) * 1000;
     else if (k == "probe_rate") e.probe_rate = uint32_t(parse_uint(w, v, 0, 10'000'000));
     else if (k == "keepalive_ms") e.keepalive_interval = parse_uint(w, v, 0, 3'600'000) * 1'000'000;
+    else if (k == "peer_gone_wait_ms") e.peer_gone_wait = parse_uint(w, v, 0, 3'600'000) * 1'000'000;
     else if (k == "conn_timeout_ms") e.conn_timeout = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
     else if (k == "connect_retry_ms") e.connect_retry = parse_uint(w, v, 1, 60'000) * 1'000'000;
     else if (k == "hint_interval_us") e.hint_interval = parse_uint(w, v, 0, 60'000'000) * 1000;

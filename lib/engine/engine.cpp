@@ -632,7 +632,8 @@ void Engine::Impl::destroy_stream(Conn& c, uint32_t sidx) {
         while (s.rq_done != s.rq_posted) retire_recv(s);
         --srqs[s.srq - 1].users;
     }
-    c.tombstones[c.tombstone_next++ % c.tombstones.size()] = Conn::Tombstone{s.wire_id, s.err_msg, s.error, true};
+    c.tombstones[c.tombstone_next++ % c.tombstones.size()] =
+        Conn::Tombstone{s.wire_id, s.error ? s.err_msg : s.rx_next, true};
     c.stream_by_id.erase(s.id);
     c.last_stream_id = 0xffffffffu;
     c.job_bound -= s.sq_depth + s.depth;
@@ -1040,6 +1041,7 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     c.jobs.clear();
     c.retx.clear();
     c.rnr.clear();
+    c.gone.clear();
     c.tlp.clear();
     for (TxPath& p : c.paths) p.inflight = 0;
     c.csn_una = c.csn_nxt;

@@ -371,6 +371,13 @@ struct Conn {
         Time due;
     };
     Ring<RnrWait> rnr;             // R-NAK-10: refused as not ready, resent at due (FIFO: one delay)
+    struct GoneWait {
+        uint32_t stream_idx;
+        uint32_t wire_id;
+        uint32_t msg_seq;
+        Time due;
+    };
+    std::vector<GoneWait> gone;    // R-STREAM-11: refused invalid_stream, failed at due (FIFO: one delay)
     std::vector<TxPath> paths;
     // The burst plan's score of every path (TxPath's sched_*), twice over:
     // [i] and [i + num_paths], so that pick_path scans from any start without wrapping.
@@ -413,8 +420,9 @@ struct Conn {
     // down many QPs of one connection at once (ibv_srq_pingpong: 16).
     struct Tombstone {
         uint32_t wire_id = 0;
-        uint32_t err_msg = 0;  // first message refused, when in_error
-        bool in_error = false;
+        // Messages before it were placed whole (the stream's err_msg in
+        // ERROR, else its rx_next); from it on, placed partly or refused.
+        uint32_t placed_before = 0;
         bool valid = false;
     };
     std::array<Tombstone, 64> tombstones{};
@@ -729,6 +737,7 @@ struct Engine::Impl {
     void settle_slot(Conn& c, TxPkt& t);
     void rx_rnr_nak(Conn& c, const wire::NakHeader& n);
     void rnr_timers(Conn& c, Time now, Time& next);
+    void gone_timers(Conn& c, Time now, Time& next);
     void settle(Conn& c, TxPkt& t);
     void abandon(Conn& c, TxPkt& t);
     void advance_csn_una(Conn& c);

@@ -528,11 +528,13 @@ bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     Stream* s = c.find_stream(d.stream_id);
     if (!s) {
         // Its stream is gone (destroyed). Lately, and its state then says the
-        // original was placed: acknowledge it again. Otherwise what the
-        // original met is unknown: refuse.
+        // original was placed: acknowledge it again. Otherwise (a message not
+        // yet complete at the destroy, or one whose original came after it
+        // and was refused, R-STREAM-11, its NAK lost) or if what the original
+        // met is forgotten: refuse.
         for (const Conn::Tombstone& t : c.tombstones)
             if (t.valid && t.wire_id == d.stream_id) {
-                if (!t.in_error || wire::seq_lt(d.msg_seq, t.err_msg)) return false;
+                if (wire::seq_lt(d.msg_seq, t.placed_before)) return false;
                 break;
             }
         nak(c, d, Syndrome::invalid_stream);
@@ -936,10 +938,18 @@ void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
     }
     ++c.st.naks_received;
     resolve_refused(c, pk.nak);
-    Stream* s = c.find_stream(pk.nak.stream_id);
+    uint32_t sidx = 0;
+    Stream* s = c.find_stream(pk.nak.stream_id, &sidx);
     if (!s) return;
     const uint32_t m = pk.nak.msg_seq;
     if (!wire::seq_lt(m, s->sq_tail) || wire::seq_lt(m, s->sq_head)) return;  // not outstanding: stale
+    if (pk.nak.syndrome == Syndrome::invalid_stream && cfg.peer_gone_wait && !s->error) {
+        // R-STREAM-11: the WR stays outstanding (and the ones behind it) until due.
+        const Time due = last_now + cfg.peer_gone_wait;
+        c.gone.push_back(Conn::GoneWait{sidx, s->wire_id, m, due});
+        arm(c, due);
+        return;
+    }
     WcStatus status = WcStatus::rem_op_err;
     switch (pk.nak.syndrome) {
     case Syndrome::rkey_invalid:

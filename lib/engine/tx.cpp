@@ -903,6 +903,21 @@ void Engine::Impl::rnr_timers(Conn& c, Time now, Time& next) {
     if (!c.rnr.empty()) next = std::min(next, c.rnr.front().due);
 }
 
+// R-STREAM-11: a WR its peer refused as a destroyed stream's fails when its wait
+// ends, unless its stream was destroyed, or failed, meanwhile.
+void Engine::Impl::gone_timers(Conn& c, Time now, Time& next) {
+    size_t i = 0;
+    for (; i < c.gone.size() && now >= c.gone[i].due; ++i) {
+        const Conn::GoneWait& g = c.gone[i];
+        Stream& s = c.streams[g.stream_idx];
+        if (s.wire_id != g.wire_id || s.error) continue;
+        if (!wire::seq_lt(g.msg_seq, s.sq_tail) || wire::seq_lt(g.msg_seq, s.sq_head)) continue;
+        stream_error(c, s, g.msg_seq, WcStatus::rem_inv_req_err);
+    }
+    c.gone.erase(c.gone.begin(), c.gone.begin() + ptrdiff_t(i));
+    if (!c.gone.empty()) next = std::min(next, c.gone.front().due);
+}
+
 bool Engine::Impl::wants_timer(const Conn& c) {
     if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
     if (c.state != ConnState::established) return false;
@@ -1047,6 +1062,7 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             next = std::min(next, c->last_rx + cfg.conn_timeout);
         }
         if (!c->rnr.empty()) rnr_timers(*c, now, next);
+        if (!c->gone.empty()) gone_timers(*c, now, next);
         c->silence_wait = kNever;  // (re)found below
         for (uint16_t pi = 0; pi < c->paths.size(); ++pi) {
             TxPath& p = c->paths[pi];

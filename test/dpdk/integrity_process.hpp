@@ -58,10 +58,13 @@ struct ProcSide {
     // the CC core on the one after (eal_args must give both).
     bool pipeline = false;
     // memif server: close the port only once the client's disconnect has
-    // been handled (link down), or 5 s passed. DPDK 22.11's memif handles a
-    // disconnect on the EAL interrupt thread; arriving while this process
-    // closes the same port, it read a freed interrupt handle (SEGV in
-    // librte_eal from net_memif's handler, the CI's ASan build).
+    // been handled (link down, then a grace), or 5 s passed. DPDK 22.11's
+    // memif handles a disconnect on the EAL interrupt thread; arriving while
+    // this process closes the same port, it read a freed interrupt handle
+    // (SEGV in librte_eal from net_memif's handler, the CI's ASan build).
+    // memif_disconnect() marks the link down first and frees the control
+    // channel after, unlocked, so link down alone still raced rte_eth_dev_stop
+    // (SEGV in rte_eth_dev_stop -> memif -> librte_eal, CI at d6f56d6).
     bool close_after_peer = false;
 };
 
@@ -116,7 +119,13 @@ inline int run_proc_side(const ProcSide& ps) {
                 rte_eth_link l{};
                 while (on && Clock::now() < until) {
                     rte_eth_link_get_nowait(port, &l);
-                    if (!l.link_status) break;
+                    if (!l.link_status) {
+                        // No API tells when the interrupt thread is done with
+                        // the disconnect; it takes microseconds, the grace is
+                        // for a descheduled thread on a loaded 2-CPU machine.
+                        ::usleep(300 * 1000);
+                        break;
+                    }
                     ::usleep(1000);
                 }
             }

@@ -476,3 +476,83 @@ TEST_CASE("streams: the responder destroys its stream while its ACK is lost: the
         }
     }
 }
+
+namespace {
+bool is_nak_from(int from, int want, const TxPacket& t) {
+    return from == want && t.hdr_len >= 2 && t.hdr[1] == uint8_t(wire::PacketType::nak);
+}
+}  // namespace
+
+TEST_CASE("streams: a fresh message reaching a destroyed stream, its NAK lost: the resent packet is refused "
+          "again, never acknowledged as placed (R-STREAM-11, R-NAK-8)",
+          "[engine][streams][lifecycle]") {
+    EngineConfig cfg;
+    StreamPair p(cfg, 1 << 20, 19);
+    REQUIRE(p.a.eng.create_stream(p.ca, 9, p.a.attr()) == Status::ok);
+    REQUIRE(p.b.eng.create_stream(p.cb, 9, p.b.attr()) == Status::ok);
+    fill_pattern(p.a.mem, 0, 4000, 9);
+    REQUIRE(p.a.eng.post_send(p.ca, 9, p.a.wr(1, OpKind::write, 0, 4000, p.b.addr(100000), p.b.mr.rkey)) ==
+            Status::ok);
+    REQUIRE(p.run([&] { return p.a.got.size() >= 1; }));
+    REQUIRE(p.a.got[0].status == WcStatus::success);
+    // B destroys its end (the usual end of a verbs program); A sends once more.
+    REQUIRE(p.b.eng.destroy_stream(p.cb, 9) == Status::ok);
+    std::memset(p.b.mem.data() + 200000, 0x5a, 4000);
+    uint64_t naks_lost = 0;
+    p.link.drop_if = [&](int from, const TxPacket& t) {
+        if (!is_nak_from(from, 1, t) || naks_lost >= 2) return false;
+        ++naks_lost;  // the NAK of the original and the one of its first resend
+        return true;
+    };
+    REQUIRE(p.a.eng.post_send(p.ca, 9, p.a.wr(2, OpKind::write, 0, 4000, p.b.addr(200000), p.b.mr.rkey)) ==
+            Status::ok);
+    REQUIRE(p.run([&] { return p.a.got.size() >= 2; }));
+    CHECK(naks_lost == 2);
+    CHECK(p.a.got[1].wr_id == 2);
+    CHECK(p.a.got[1].status == WcStatus::rem_inv_req_err);  // before: success, for bytes never placed
+    for (size_t i = 0; i < 4000; ++i) REQUIRE(p.b.mem[200000 + i] == 0x5a);
+    ConnStats as{};
+    p.a.eng.conn_stats(p.ca, as);
+    CHECK(as.retransmits >= 1);
+}
+
+TEST_CASE("streams: peer_gone_wait: a WR refused by a destroyed peer stream fails after the wait, not before; "
+          "destroyed meanwhile, it completes nothing (R-STREAM-11)",
+          "[engine][streams][lifecycle]") {
+    for (const bool destroy_first : {false, true}) {
+        DYNAMIC_SECTION((destroy_first ? "the requester destroys its end during the wait" : "the wait ends")) {
+            EngineConfig cfg;
+            cfg.peer_gone_wait = 5'000'000;  // 5 ms
+            StreamPair p(cfg, 1 << 20, 23);
+            REQUIRE(p.a.eng.create_stream(p.ca, 3, p.a.attr()) == Status::ok);
+            REQUIRE(p.b.eng.create_stream(p.cb, 3, p.b.attr()) == Status::ok);
+            REQUIRE(p.b.eng.destroy_stream(p.cb, 3) == Status::ok);
+            Time nak_at = 0;
+            p.link.drop_if = [&](int from, const TxPacket& t) {
+                if (is_nak_from(from, 1, t) && !nak_at) nak_at = p.link.now;
+                return false;
+            };
+            // Three WRs, the last a 5-packet WRITE: every packet refused.
+            REQUIRE(p.a.eng.post_send(p.ca, 3, p.a.wr(1, OpKind::send, 0, 100)) == Status::ok);
+            REQUIRE(p.a.eng.post_send(p.ca, 3, p.a.wr(2, OpKind::write, 0, 3000, p.b.addr(0), p.b.mr.rkey)) ==
+                    Status::ok);
+            REQUIRE(p.a.eng.post_send(p.ca, 3, p.a.wr(3, OpKind::write, 0, 5 * cfg.max_payload, p.b.addr(0),
+                                                       p.b.mr.rkey)) == Status::ok);
+            REQUIRE(p.run([&] { return nak_at != 0 && p.link.now > nak_at + 4'000'000; }));
+            CHECK(p.a.got.empty());  // still waiting, 4 ms after the first NAK
+            if (destroy_first) {
+                REQUIRE(p.a.eng.destroy_stream(p.ca, 3) == Status::ok);
+                p.run([] { return false; }, 20'000'000);
+                CHECK(p.a.got.empty());
+            } else {
+                REQUIRE(p.run([&] { return p.a.got.size() >= 3; }));
+                CHECK(p.link.now >= nak_at + cfg.peer_gone_wait);
+                CHECK(p.a.got[0].wr_id == 1);
+                CHECK(p.a.got[0].status == WcStatus::rem_inv_req_err);
+                CHECK(p.a.got[1].status == WcStatus::wr_flush_err);
+                CHECK(p.a.got[2].status == WcStatus::wr_flush_err);
+            }
+            CHECK(p.a.eng.conn_state(p.ca) == ConnState::established);
+        }
+    }
+}

@@ -279,7 +279,7 @@ struct EngineConfig {
     Time min_rto = 100'000;
     Time max_rto = 100'000'000;
     uint32_t fail_after_timeouts = 3;    // consecutive RTOs that retire a path (R-PATH-9)
-    bool path_silence = true;            // R-TIMER-9 (off in the verbs provider for now: doc/verbs.md)
+    bool path_silence = true;            // R-TIMER-9
     Time probe_interval = 1'000'000;     // first re-probe of a failed path after this (R-PATH-11)
     Time probe_max_interval = 100'000'000;  // unanswered probes back off, doubling, up to this (R-PATH-11)
     // R-PATH-14: PROBEs (path probes and keepalives) this device sends per
@@ -295,6 +295,10 @@ struct EngineConfig {
     // after rnr_delay, at most rnr_retry times (verbs' rnr_retry: 7 = forever).
     Time rnr_delay = 100'000;
     uint8_t rnr_retry = 7;
+    // R-STREAM-11: a WR the peer refused because it destroyed its end of the
+    // stream (NAK invalid_stream) fails after this long, not at once; 0: at
+    // once. The verbs provider waits as an RNIC's retries would.
+    Time peer_gone_wait = 0;
     Time connect_retry = 10'000'000;     // CONNECT_REQ resend interval
     Time hint_interval = 0;              // fair-share update period; 0 = 4 * min_rto
     Time ack_delay = 0;                  // hold acks at most this long (0: ack every rx burst)
