@@ -220,6 +220,13 @@ void report_stats(DeviceSlot& s) {
                  s.ibdev.name, (unsigned long long)es.tx_packets, (unsigned long long)es.rx_packets,
                  (unsigned long long)retransmits, (unsigned long long)rx_dup,
                  (unsigned long long)ds.injected_drops, (unsigned long long)ds.injected_ce);
+    // R-PLANE-5: what each plane carried, where there are several.
+    for (size_t k = 0; s.open.dev->num_planes() > 1 && k < s.open.dev->num_planes(); ++k) {
+        PlaneInfo pi;
+        if (!s.open.dev->query_plane(k, pi)) continue;
+        std::fprintf(stderr, "mroce-verbs: %s plane %zu %s: tx_packets %llu rx_packets %llu\n", s.ibdev.name, k,
+                     pi.address.c_str(), (unsigned long long)pi.tx_packets, (unsigned long long)pi.rx_packets);
+    }
 }
 
 int compat_query_device(ibv_context* ctx, ibv_device_attr* attr) {

@@ -462,12 +462,16 @@ Connection Device::connect(const std::vector<PeerAddress>& planes, Time timeout_
         if (s != Status::ok) throw ConnectionError(status_msg(("connect to " + where).c_str(), s));
         std::erase_if(incoming_, [conn](const ConnEvent& e) { return e.conn == conn; });
     }
-    // The planes the attempts rotate over (min of ours and the addresses given).
+    // The planes the attempts rotate over (min of ours and the peer's known
+    // addresses: those given, or more the device learned from the peer's own
+    // CONNECT_REQ earlier, R-PLANE-6; planes[] has only those given).
     const size_t tried = std::min<size_t>(known, std::max<size_t>(1, tr_->num_planes()));
     if (tried > 1) {
         where += " (attempts rotated over its planes:";
         for (size_t p = 0; p < tried; ++p)
-            where += " " + std::to_string(p) + "=" + planes[p].ip + ":" + std::to_string(planes[p].port);
+            where += " " + std::to_string(p) + "=" +
+                     (p < planes.size() ? planes[p].ip + ":" + std::to_string(planes[p].port)
+                                        : std::string("learned from the peer"));
         where += ")";
     }
     kick();

@@ -10,7 +10,7 @@ only prints 'invalid data': that text fails the run). perftest checks no
 data; nccl_like checks every byte.
 
 usage: verbs_programs.py MROCE_RUN CASE
-CASE: devinfo | pingpong | perftest-PROGRAM | write-bw-4qp | qperf | loss
+CASE: devinfo | planes | pingpong | perftest-PROGRAM | write-bw-4qp | qperf | loss
 (perftest-PROGRAM: ib_write_bw, ib_send_bw, ib_read_bw, ib_atomic_bw,
 ib_write_lat, ib_send_lat, ib_read_lat: the default post API, which perftest
 4.5 takes for the part id the devices report here (ibv_wr_*), and
@@ -45,11 +45,12 @@ def next_port():
 
 
 def config(addr, port, extra):
+    """addr: one address, or a comma-separated list: one per plane."""
     path = os.path.join(TMP, "%s-%d.conf" % (addr, port))
     with open(path, "w") as f:
         # verbs_part_id 4119: perftest 4.5 posts through ibv_wr_* for it (doc/verbs.md).
-        f.write("[device v]\naddress = %s\nport = %d\npath_port_base = %d\nverbs_part_id = 4119\n%s"
-                % (addr, port, port + 1, extra))
+        f.write("[device v]\n%s = %s\nport = %d\npath_port_base = %d\nverbs_part_id = 4119\n%s"
+                % ("planes" if "," in addr else "address", addr, port, port + 1, extra))
     return path
 
 
@@ -57,11 +58,13 @@ def via_mroce_run(conf):
     return [RUN, "-c", conf]
 
 
-def run_pair(name, server_args, client_args, extra="", timeout=60, daemon=False, launch=via_mroce_run):
+def run_pair(name, server_args, client_args, extra="", timeout=60, daemon=False, launch=via_mroce_run,
+             addrs=("127.0.0.1", "127.0.0.2")):
     """Server then client (the server's address replaces SERVER in the client's arguments, else comes
-    last); returns (ok, client out, server out)."""
+    last); returns (ok, client out, server out). addrs: the two devices' configured addresses (a
+    comma-separated list: one per plane, the first the one SERVER names)."""
     port = next_port()
-    sconf, cconf = config("127.0.0.1", port, extra), config("127.0.0.2", port, extra)
+    sconf, cconf = config(addrs[0], port, extra), config(addrs[1], port, extra)
     srv = subprocess.Popen(launch(sconf) + server_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.4)
     t0 = time.time()
@@ -197,6 +200,31 @@ def perftest(prog, extra="", sizes=None, apis=(("default", []), ("old", ["--use_
                 expect(name, int(row[0]) == size and any(v > 0 for v in nums), "result row without figures")
 
 
+def planes():
+    """Two planes per device (R-PLANE-1): the device's GID is its plane-0 address (doc/verbs.md), each
+    end connects to the other's at RTR (both at once), learns the other's planes in the handshake
+    (R-PLANE-6), and both planes carry data on both ends (R-PLANE-2). Before the fix in Device::connect
+    the second end's connect read past its one given address (std::bad_alloc, RTR refused)."""
+    addrs = ("127.0.0.1,127.0.0.3", "127.0.0.2,127.0.0.4")
+    port = next_port()
+    out = subprocess.run([RUN, "-c", config(addrs[0], port, ""), "ibv_devinfo", "-v", "-d", "mroce0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30).stdout
+    expect("ibv_devinfo -v (2 planes)", re.search(r"GID\[\s*0\]:\s+::ffff:127\.0\.0\.1, RoCE v2", out),
+           "the GID is not the plane-0 address")
+    args = ["ibv_rc_pingpong", "-g", "0", "-c", "-n", "300", "-s", "8192"]
+    p = tcp_port()
+    ok, cout, sout = run_pair("ibv_rc_pingpong (2 planes)", args + ["-d", "mroce0", "-p", p],
+                              args + ["-d", "mroce0", "-p", p], addrs=addrs)
+    if not ok:
+        return
+    expect("ibv_rc_pingpong (2 planes)", "invalid data" not in cout + sout, "pingpong -c found invalid data")
+    for who, o in (("client", cout), ("server", sout)):
+        per_plane = re.findall(r"plane (\d) (\S+): tx_packets (\d+) rx_packets (\d+)", o)
+        print("    %s planes: %s" % (who, per_plane))
+        expect("ibv_rc_pingpong (2 planes)", len(per_plane) == 2 and all(int(t) > 0 and int(r) > 0 for _, _, t, r in per_plane),
+               "%s: both planes must have sent and received" % who)
+
+
 def qperf():
     p = tcp_port()
     ok, cout, _ = run_pair("qperf rc_bw rc_lat", ["qperf", "-lp", p], ["qperf", "SERVER", "-lp", p, "-t", "1", "rc_bw", "rc_lat"],
@@ -209,6 +237,8 @@ def qperf():
 
 if CASE == "devinfo":
     devinfo()
+elif CASE == "planes":
+    planes()
 elif CASE == "pingpong":
     pingpong()
     ud_pingpong()
