@@ -159,6 +159,7 @@ UdpPort::UdpPort(const UdpConfig& cfg) : cfg_(cfg) {
     rx_desc_.assign(nb, RxDesc{});
     for (size_t i = 0; i < nb; ++i) rx_iov_[i] = iovec{rx_mem_.data() + i * rx_buf_size_, rx_buf_size_};
     ep_events_.assign(64, epoll_event{});
+    ep_idle_events_.assign(8, epoll_event{});
 
     tx_order_.assign(kTxChunk, 0);
     tx_sock_.assign(kTxChunk, -1);
@@ -708,7 +709,11 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
     if (max == 0) return 0;
     // Packets of GRO buffers left over from the previous call: those buffers are still
     // referenced by nothing else, but the ones handed out just now must not be refilled.
-    if (rx_desc_pos_ < rx_desc_n_) return emit(out, max);
+    if (rx_desc_pos_ < rx_desc_n_) {
+        const size_t n = emit(out, max);
+        rx_queued_.store(!ready_.empty() || rx_desc_pos_ < rx_desc_n_, std::memory_order_relaxed);
+        return n;
+    }
     rx_desc_n_ = rx_desc_pos_ = 0;
     rx_seg_off_ = 0;
 
@@ -748,18 +753,34 @@ size_t UdpPort::recv_burst(RxPacket* out, size_t max) {
     ready_.resize(kept);
     // Rotate, so the socket served first changes from call to call.
     if (kept > 1) std::rotate(ready_.begin(), ready_.begin() + 1, ready_.end());
-    return emit(out, max);
+    const size_t n = emit(out, max);
+    rx_queued_.store(kept != 0 || rx_desc_pos_ < rx_desc_n_, std::memory_order_relaxed);
+    return n;
 }
 
 bool UdpPort::wait(uint64_t timeout_ns) {
     // Packets already waiting in the ring or on a socket known to be readable: nothing to wait for.
-    if (timeout_ns != 0 && (!ready_.empty() || rx_desc_pos_ < rx_desc_n_)) return true;
+    if (timeout_ns != 0 && rx_queued_.load(std::memory_order_relaxed)) return true;
     timespec ts{};
     timespec* tp = &ts;
     if (timeout_ns == UINT64_MAX) tp = nullptr;
     else {
         ts.tv_sec = time_t(timeout_ns / 1'000'000'000u);
         ts.tv_nsec = long(timeout_ns % 1'000'000'000u);
+    }
+    if (timeout_ns != 0) {
+        // Level-triggered: what woke it is still readable for the next
+        // recv_burst's poll, which lists it under the caller's lock. Only the
+        // wake-up is consumed here (non-blocking: a concurrent poll may have
+        // read it first). Not counted in rx_syscalls, recv_burst's.
+        const int r = epoll_pwait2(ep_, ep_idle_events_.data(), int(ep_idle_events_.size()), tp, nullptr);
+        if (r <= 0) return false;
+        for (int i = 0; i < r; ++i)
+            if (ep_idle_events_[size_t(i)].data.u32 == kWakeTag) {
+                uint64_t v;
+                [[maybe_unused]] ssize_t rd = read(wake_fd_, &v, sizeof v);
+            }
+        return true;
     }
     const int r = epoll_pwait2(ep_, ep_events_.data(), int(ep_events_.size()), tp, nullptr);
     ++st_.rx_syscalls;

@@ -757,3 +757,54 @@ TEST_CASE("udp: IdleWaiter yields the CPU on idle passes inside the spin window 
         CHECK(w.yields() == (y ? 5u : 0u));
     }
 }
+
+// The API's engine thread idles in wait() without the device lock while an
+// application thread drives the port (Device::drive). The blocking wait used
+// to list the sockets it found readable in the receiver's ready list, and
+// poll into the receiver's epoll buffer, from the other thread (a data race:
+// a torn ready list, an index out of range; found with the verbs provider).
+TEST_CASE("udp: a blocking wait in another thread while one thread receives: every packet once, intact",
+          "[udp][threads]") {
+    Pair p = make_pair();
+    std::vector<uint8_t> mem(4096);
+    for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i * 13 + 1);
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> woken{0};
+    std::thread idler([&] {
+        while (!stop.load(std::memory_order_relaxed))
+            if (p.b->wait(200'000)) woken.fetch_add(1, std::memory_order_relaxed);
+    });
+    constexpr uint32_t kBursts = 1500, kPerBurst = 12;
+    std::vector<uint8_t> seen(kBursts * kPerBurst, 0);
+    std::vector<RxPacket> rx(64);
+    std::vector<TxPacket> tx(kPerBurst);
+    size_t got = 0, bad = 0;
+    for (uint32_t b = 0; b < kBursts; ++b) {
+        for (uint32_t i = 0; i < kPerBurst; ++i) {
+            const uint16_t path = uint16_t(i % 5);
+            tx[i] = make_pkt(p.a_to_b, path, path, 72, mem.data() + i, 200 + 100 * i, 0, 0, b * kPerBurst + i);
+        }
+        REQUIRE(p.a->send_burst(tx.data(), tx.size()) == tx.size());
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (got < size_t(b + 1) * kPerBurst && std::chrono::steady_clock::now() < end) {
+            const size_t n = p.b->recv_burst(rx.data(), rx.size());
+            for (size_t k = 0; k < n; ++k) {
+                const std::vector<uint8_t> bytes(rx[k].data, rx[k].data + rx[k].len);
+                const uint32_t t = tag_of(bytes);
+                if (t >= seen.size() || seen[t] || rx[k].len != 72 + 200 + 100 * (t % kPerBurst) ||
+                    std::memcmp(rx[k].data + 72, mem.data() + t % kPerBurst, rx[k].len - 72) != 0) {
+                    ++bad;
+                    continue;
+                }
+                seen[t] = 1;
+                ++got;
+            }
+        }
+    }
+    stop = true;
+    p.b->wake();
+    idler.join();
+    CHECK(bad == 0);
+    CHECK(got == seen.size());
+    CHECK(woken.load() > 0);  // the idler did run into readable sockets meanwhile
+}

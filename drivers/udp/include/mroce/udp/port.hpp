@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -164,6 +165,10 @@ public:
 
     // Blocks until a socket is readable, wake() is called, or timeout_ns
     // passes (0: just poll; UINT64_MAX: no timeout). True if woken by I/O.
+    // A blocking wait (timeout_ns != 0) may run in one thread while another
+    // sends and receives (the API's engine thread idles without the device
+    // lock while an application thread drives): it touches nothing that
+    // recv_burst uses, so the next recv_burst asks epoll again.
     bool wait(uint64_t timeout_ns);
     // Interrupts wait() from any thread.
     void wake();
@@ -271,7 +276,9 @@ private:
     uint32_t rx_calls_ = 0;
     uint32_t listen_hot_ = 0;            // listen sockets (bit per plane) that gave packets last call: skip epoll
     size_t segs_hint_ = 1;               // packets per buffer in the last receive (GRO)
-    std::vector<epoll_event> ep_events_;
+    std::vector<epoll_event> ep_events_;       // recv_burst's poll (the receiving thread)
+    std::vector<epoll_event> ep_idle_events_;  // the blocking wait's own (maybe another thread)
+    std::atomic<bool> rx_queued_{false};       // recv_burst left packets or ready sockets behind
 };
 
 }  // namespace mroce::udp
