@@ -185,7 +185,13 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
         p.port = v;
     } else if (k == "neighbours") {
         // One table per plane, separated by '|', plane 0 first.
-        for (const std::string& t : split_list(v, '|')) check_neighbours(w, t, v);
+        const std::vector<std::string> tables = split_list(v, '|');
+        for (size_t i = 0; i < tables.size(); ++i) {
+            if (tables.size() > 1 && tables[i].empty())
+                w.bad("empty entry: plane " + std::to_string(i) + "'s neighbour table (expected one 'IP MAC, ...' "
+                      "table per plane, separated by '|')", v);
+            check_neighbours(w, tables[i], v);
+        }
         p.neighbours = v;
     } else if (k == "mac") {
         // One per plane, separated by commas (or nothing: each port's own).
@@ -295,6 +301,7 @@ void check_dpdk_planes(const std::string& origin, const std::string& name, const
     for (const auto& kv : kvs) {
         size_t n = 0;
         std::string what;
+        if (kv.v.empty() && (np == 1 || kv.k == "dpdk_port")) continue;   // one plane: the only port, no neighbours
         if (kv.k == "dpdk_port") n = split_list(kv.v, ',').size(), what = "ethdev names or port ids, separated by commas";
         else if (kv.k == "neighbours") n = split_list(kv.v, '|').size(), what = "neighbour tables, separated by '|'";
         else if (kv.k == "mac" && !kv.v.empty()) n = split_list(kv.v, ',').size(), what = "MAC addresses, separated by commas";
