@@ -146,6 +146,11 @@ TEST_CASE("config: the commented dpdk example in config/mroce.conf parses", "[co
     CHECK(d.dpdk.tx_max_l3 == 4196);
     CHECK(d.dpdk.mbuf_cache == DpdkDeviceConfig{}.mbuf_cache);   // the example shows the default
     CHECK(d.dpdk.neighbours == "10.0.1.2 02:00:00:00:01:02");
+    // The two-plane example: one port and one neighbour table per plane.
+    const DeviceConfig& d2 = c.device("memif2");
+    CHECK(d2.planes == std::vector<std::string>{"10.0.1.1", "10.0.2.1"});
+    CHECK(d2.dpdk.port == "net_memif0, net_memif1");
+    CHECK(d2.dpdk.neighbours == "10.0.1.2 02:00:00:00:01:02 | 10.0.2.2 02:00:00:00:02:02");
 }
 
 TEST_CASE("config: bad configuration names the key and the reason", "[config]") {
