@@ -382,12 +382,16 @@ def case_dpdk_bad_config():
          "key 'tx_max_l3': the port sends IPv4 datagrams up to 1500 B"),
         (f"eal_args = --no-huge --no-pci {memif}\nrx_mbufs = 100\n", "rx_mbufs 100 (need"),
         ("eal_args = --no-huge --no-pci\nlcores = 4000\n", "keys 'eal_args' / 'lcores': rte_eal_init failed"),
+        # Two planes, the second port missing: the plane and the key named (R-PLANE-1).
+        (f"eal_args = --no-huge --no-pci {memif}\nplanes = 10.0.1.1, 10.0.2.1\ndpdk_port = net_memif0, net_memif9\n"
+         "neighbours = 10.0.1.2 02:00:00:00:01:02 | 10.0.2.2 02:00:00:00:02:02\ntx_max_l3 = 4196\n",
+         "device 'd' (dpdk), plane 1: key 'dpdk_port': no port named 'net_memif9' (ports: 0 (net_memif0))"),
     ]
     path = f"/tmp/mroce-perf-badcfg-{os.getpid()}.conf"
     for body, want in cases:
         with open(path, "w") as f:
-            f.write("[device d]\ndriver = dpdk\naddress = 10.0.1.1\n" + ("" if "lcores" in body else "lcores = 0\n")
-                    + body)
+            f.write("[device d]\ndriver = dpdk\n" + ("" if "planes" in body else "address = 10.0.1.1\n")
+                    + ("" if "lcores" in body else "lcores = 0\n") + body)
         p = subprocess.run([PERF, "--config", path, "--accept-timeout", "1"], capture_output=True, text=True,
                            timeout=30)
         for f in (sock,):
