@@ -104,6 +104,20 @@ private:
     udp::UdpDrivePort io_;   // what the drive loop would use directly: sockets, idle policy, clock
 };
 
+// R-PLANE-1: the engine announces the planes' addresses in its handshakes
+// (every driver: udp sockets or dpdk ports, one address per plane).
+void announce_planes(DeviceConfig& c) {
+    if (c.planes.size() < 2) return;
+    c.engine.num_planes = uint8_t(std::min(c.planes.size(), wire::kMaxPlanes));
+    for (size_t p = 0; p < c.engine.num_planes; ++p) {
+        in_addr a{};
+        if (inet_pton(AF_INET, c.planes[p].c_str(), &a) != 1)
+            throw Error("device '" + c.name + "': plane " + std::to_string(p) + " address '" + c.planes[p] +
+                        "' is not IPv4");
+        c.engine.planes[p] = wire::PlaneAddr{ntohl(a.s_addr), c.port};
+    }
+}
+
 }  // namespace
 
 #ifdef MROCE_HAVE_DPDK
@@ -133,22 +147,15 @@ std::unique_ptr<Device> open_device(const DeviceConfig& cfg) {
             throw Error("device '" + cfg.name + "' (udp " + cfg.address + ":" + std::to_string(cfg.port) +
                         "): " + e.what());
         }
-        // R-PLANE-1: the engine announces the planes' addresses in its handshakes.
         DeviceConfig c = cfg;
-        if (cfg.planes.size() > 1) {
-            c.engine.num_planes = uint8_t(std::min(cfg.planes.size(), wire::kMaxPlanes));
-            for (size_t p = 0; p < c.engine.num_planes; ++p) {
-                in_addr a{};
-                inet_pton(AF_INET, cfg.planes[p].c_str(), &a);   // checked by UdpPort
-                c.engine.planes[p] = wire::PlaneAddr{ntohl(a.s_addr), cfg.port};
-            }
-        }
+        announce_planes(c);
         return std::make_unique<Device>(c, std::move(t));
     }
     if (cfg.driver == "dpdk") {
 #ifdef MROCE_HAVE_DPDK
         DeviceConfig c = cfg;
         if (c.engine.max_payload == kMaxPayloadAuto) c.engine.max_payload = kDpdkAutoMaxPayload;
+        announce_planes(c);
         return std::make_unique<Device>(c, make_dpdk_transport(c));
 #else
         throw Error("device '" + cfg.name + "': driver dpdk: this build has no DPDK (meson option dpdk)");

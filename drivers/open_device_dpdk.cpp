@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) 2026 The mroce authors
 //
-// DpdkTransport: the native API's Transport over one DpdkPort queue pair, for
-// DeviceConfig::driver == "dpdk". Part of the device factory (lib/api cannot
+// DpdkTransport: the native API's Transport over one DpdkPort per plane
+// (dpdk::PlanePorts; one plane: one port), for DeviceConfig::driver == "dpdk". Part of the device factory (lib/api cannot
 // see drivers/, and drivers/dpdk does not know the native API).
 //
 // The EAL can be initialised once per process: the first dpdk device does it
@@ -27,12 +27,19 @@
 #include "mroce/api.hpp"
 #include "mroce/dpdk/eal.hpp"
 #include "mroce/dpdk/lcores.hpp"
+#include "mroce/dpdk/planes.hpp"
 #include "mroce/dpdk/loop.hpp"
 #include "mroce/dpdk/port.hpp"
 
 namespace mroce {
 
 namespace {
+
+std::string trim_blanks(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t");
+    if (a == std::string::npos) return {};
+    return s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
 
 std::vector<std::string> split_blanks(const std::string& s) {
     std::istringstream in(s);
@@ -94,7 +101,8 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
     if (const std::string bad = dpdk::memif_buffer_problem(args, 14 + 20 + 8 + 72 + cfg.engine.max_payload);
         !bad.empty())
         throw Error(who + ": key 'eal_args': " + bad);
-    const std::string pci = pci_of(args, cfg.dpdk.port);
+    // Plane 0's port places the lcore (one lcore drives every plane).
+    const std::string pci = pci_of(args, trim_blanks(cfg.dpdk.port.substr(0, cfg.dpdk.port.find(','))));
     // One busy lcore: manual progress and the automatic engine thread both drive
     // the engine from one thread (the EAL main lcore in manual mode).
     const unsigned want = 1;
@@ -135,8 +143,18 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
     std::fprintf(stderr, "mroce dpdk: lcores %s\nmroce dpdk: EAL %s\n", placement.c_str(), joined.c_str());
 }
 
-uint16_t find_port(const DeviceConfig& cfg, const std::string& who) {
-    const std::string& p = cfg.dpdk.port;
+// "a, b, c" (sep ',') or "t0 | t1" (sep '|'): one entry per plane, plane 0 first.
+std::vector<std::string> split_list(const std::string& s, char sep) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string e; std::getline(in, e, sep);) out.push_back(trim_blanks(e));
+    if (!s.empty() && s.back() == sep) out.push_back({});
+    return out;
+}
+
+// The ethdev of one plane: a name (net_memif0, a PCI address) or a port id;
+// empty: the only port there is.
+uint16_t find_port(const std::string& p, const std::string& who) {
     std::string names;
     uint16_t id;
     RTE_ETH_FOREACH_DEV(id) {
@@ -175,87 +193,64 @@ std::vector<dpdk::Neighbour> parse_neighbours(const std::string& s) {
     return out;
 }
 
+// One plane of the device: its ethdev, claimed for this device.
+struct PlanePort {
+    std::string name;   // ethdev name
+    int claimed = -1;
+    std::unique_ptr<dpdk::DpdkPort> port;
+};
+
 class DpdkTransport final : public Transport {
 public:
     // The EAL comes first: the TSC clock member needs it.
     explicit DpdkTransport(const DeviceConfig& cfg)
         : who_("device '" + cfg.name + "' (dpdk)"), eal_up_((ensure_eal(cfg, who_), true)) {
         const DpdkDeviceConfig& d = cfg.dpdk;
-        dpdk::PortConfig pc;
-        pc.port_id = find_port(cfg, who_);
-        char name[RTE_ETH_NAME_MAX_LEN] = {};
-        rte_eth_dev_get_name_by_port(pc.port_id, name);
-        port_name_ = name;
-        {
-            EalSession& s = eal_session();
-            std::lock_guard<std::mutex> g(s.mu);
-            // Its queues are this device's: a second device on it would steal frames.
-            for (uint16_t p : ports_in_use())
-                if (p == pc.port_id) throw Error(who_ + ": port " + port_name_ + " is already used by another device");
-            ports_in_use().push_back(pc.port_id);
-        }
-        claimed_ = pc.port_id;
+        // R-PLANE-1: one ethdev, local address and neighbour table per plane
+        // (parse_config checked the counts; a DeviceConfig built in code is checked here).
+        const size_t np = std::max<size_t>(1, cfg.planes.size());
+        const std::vector<std::string> addrs = cfg.planes.empty() ? std::vector<std::string>{cfg.address} : cfg.planes;
+        std::vector<std::string> names = np > 1 ? split_list(d.port, ',') : std::vector<std::string>{d.port};
+        std::vector<std::string> tables = np > 1 ? split_list(d.neighbours, '|') : std::vector<std::string>{d.neighbours};
+        std::vector<std::string> macs = np > 1 ? split_list(d.mac, ',') : std::vector<std::string>{d.mac};
+        if (np > 1 && d.mac.empty()) macs.assign(np, {});
+        if (names.size() != np || tables.size() != np || macs.size() != np)
+            throw Error(who_ + ": " + std::to_string(np) + " planes need one entry per plane in keys 'dpdk_port' (" +
+                        std::to_string(names.size()) + " given), 'neighbours' (" + std::to_string(tables.size()) +
+                        " tables, separated by '|') and 'mac' (" + std::to_string(macs.size()) + ", or none)");
+        planes_.resize(np);
         try {
-            pc.local_ip = dpdk::parse_ipv4(cfg.address);
-            pc.udp_port = cfg.port;
-            if (!d.mac.empty()) {
-                pc.local_mac_from_port = false;
-                pc.local_mac = dpdk::parse_mac(d.mac);
-            }
-            pc.neighbours = parse_neighbours(d.neighbours);
-            pc.rx_queues = d.rx_queues;
-            pc.tx_queues = d.tx_queues;
-            pc.rx_desc = d.rx_desc;
-            pc.tx_desc = d.tx_desc;
-            pc.burst = uint16_t(std::min<uint32_t>(cfg.rx_batch, 1024));
-            pc.tx_max_l3 = d.tx_max_l3;
-            // One whole frame of the largest segment per RX mbuf: no chained frames, no linearising copy.
-            const uint32_t frame = 14 + 20 + 8 + 72 + cfg.engine.max_payload;
-            const uint32_t room = d.rx_data_room ? d.rx_data_room : RTE_PKTMBUF_HEADROOM + ((frame + 63) / 64) * 64;
-            pc.pools.rx_data_room = uint16_t(std::min<uint32_t>(room, 65535));
-            pc.pools.cache = d.mbuf_cache;
-            const dpdk::PoolConfig need = dpdk::DpdkPort::min_pools(pc);
-            // RX twice the minimum: a frame above one RX buffer (an rx_data_room set
-            // below the frame size, or a PMD that splits) takes several.
-            pc.pools.rx_mbufs = d.rx_mbufs ? d.rx_mbufs : 2 * need.rx_mbufs;
-            pc.pools.hdr_mbufs = d.hdr_mbufs ? d.hdr_mbufs : need.hdr_mbufs;
-            pc.pools.ext_mbufs = d.ext_mbufs ? d.ext_mbufs : need.ext_mbufs;
-            port_ = std::make_unique<dpdk::DpdkPort>(pc);
-        } catch (const std::exception& e) {
-            release_port();
-            std::string hint;
-            if (port_name_.rfind("net_memif", 0) == 0 && std::string(e.what()).find("rte_eth_dev_start") != std::string::npos)
-                hint = " (a net_memif client starts only once its server's socket exists: start the server first)";
-            throw Error(who_ + ", port " + port_name_ + ": " + e.what() + hint);
+            for (size_t p = 0; p < np; ++p) open_plane(cfg, p, names[p], addrs[p], tables[p], macs[p]);
+        } catch (...) {
+            close_planes();
+            throw;
         }
-        const uint32_t l3 = 28 + 72 + cfg.engine.max_payload;
-        if (const uint32_t max_l3 = port_->caps().tx_max_l3; max_l3 < l3) {
-            port_.reset();
-            release_port();
-            throw Error(who_ + ", port " + port_name_ + ": key 'tx_max_l3': the port sends IPv4 datagrams up to " +
-                        std::to_string(max_l3) + " B (MTU), max_payload " +
-                        std::to_string(cfg.engine.max_payload) + " needs " + std::to_string(l3) +
-                        " (raise the MTU, set tx_max_l3 for software PMDs, or lower max_payload)");
-        }
+        std::vector<dpdk::DpdkPort*> ports;
+        for (auto& pl : planes_) ports.push_back(pl.port.get());
+        planes_io_ = std::make_unique<dpdk::PlanePorts>(std::move(ports));
         spin_ns_ = Time(cfg.spin_us) * 1000;
-        at_open_ = port_->pool_usage();
+        for (auto& pl : planes_) at_open_.push_back(pl.port->pool_usage());
     }
 
     ~DpdkTransport() override {
-        port_->rx_release_all();
-        const dpdk::PoolUsage u = port_->pool_usage();
-        if (u != at_open_)
-            std::fprintf(stderr, "mroce dpdk: %s: mbufs in use at close rx %u hdr %u ext %u, at open %u %u %u\n",
-                         who_.c_str(), u.rx, u.hdr, u.ext, at_open_.rx, at_open_.hdr, at_open_.ext);
-        port_.reset();
-        release_port();
+        planes_io_->rx_release_all();
+        for (size_t p = 0; p < planes_.size(); ++p) {
+            const dpdk::PoolUsage u = planes_[p].port->pool_usage();
+            const dpdk::PoolUsage& a = at_open_[p];
+            if (u != a)
+                std::fprintf(stderr, "mroce dpdk: %s: port %s: mbufs in use at close rx %u hdr %u ext %u, at open "
+                             "%u %u %u\n", who_.c_str(), planes_[p].name.c_str(), u.rx, u.hdr, u.ext, a.rx, a.hdr, a.ext);
+        }
+        planes_io_.reset();
+        close_planes();
     }
 
     Time now() noexcept override { return clock_.now(); }
-    // All queues from this one thread: per-path TX queues, RX from every queue (RSS or the peer's choice).
-    size_t recv_burst(RxPacket* out, size_t max) override { return port_->rx_burst_queues(out, max); }
+    // All planes' ports and all their queues from this one thread: per-path TX
+    // queues on the packet's plane, RX from every queue of every plane.
+    size_t recv_burst(RxPacket* out, size_t max) override { return planes_io_->rx_burst(out, max); }
     size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) override {
-        return port_->tx_burst_paths(pkts, n, unsent);
+        return planes_io_->tx_burst(pkts, n, unsent);
     }
     // Busy-poll for spin_us after activity (an lcore is dedicated to this),
     // then nap at most 50 us at a time so an idle device yields a shared CPU;
@@ -277,28 +272,39 @@ public:
     }
     void wake() override { woken_.store(true, std::memory_order_relaxed); }
     uint32_t resolve_peer(const std::string& ip, uint16_t port) override {
-        if (port != port_->config().udp_port)
-            throw Error(fmt::format("peer {}:{}: a dpdk device sends to its own UDP port {} (every device of "
-                                    "one DPDK fabric uses the same port, each its own address)",
-                                    ip, port, port_->config().udp_port));
-        uint32_t addr = 0;
-        try {
-            addr = dpdk::parse_ipv4(ip);
-        } catch (const std::exception& e) {
-            throw Error(std::string("peer address: ") + e.what());
+        uint8_t known = 1;
+        return resolve_peer(std::vector<PeerAddress>{PeerAddress{ip, port}}, known);
+    }
+    // R-PLANE-6: the peer on each of its planes, plane 0 first.
+    uint32_t resolve_peer(const std::vector<PeerAddress>& planes, uint8_t& known) override {
+        const uint16_t own = planes_[0].port->config().udp_port;
+        std::vector<uint32_t> ips;
+        for (const PeerAddress& a : planes) {
+            if (a.port != own)
+                throw Error(fmt::format("peer {}:{}: a dpdk device sends to its own UDP port {} (every device of "
+                                        "one DPDK fabric uses the same port, each its own address)",
+                                        a.ip, a.port, own));
+            try {
+                ips.push_back(dpdk::parse_ipv4(a.ip));
+            } catch (const std::exception& e) {
+                throw Error(std::string("peer address: ") + e.what());
+            }
         }
-        const uint32_t p = port_->peer_of(addr);
-        if (p == UINT32_MAX)
-            throw Error("peer " + ip + " is not in the static neighbour table (key 'neighbours': 'IP MAC, ...')");
-        return p;
+        try {
+            return planes_io_->add_peer(ips.data(), ips.size(), known);
+        } catch (const std::exception& e) {
+            throw Error(e.what());
+        }
     }
     std::string peer_name(uint32_t peer) const override {
-        const auto& n = port_->config().neighbours;
-        if (peer >= n.size()) return "peer#" + std::to_string(peer);
-        return dpdk::format_ipv4(n[peer].ip) + ":" + std::to_string(port_->config().udp_port);
+        uint32_t ip = 0;
+        size_t plane = 0;
+        if (!planes_io_->peer_address(peer, ip, plane)) return "peer#" + std::to_string(peer);
+        return dpdk::format_ipv4(ip) + ":" + std::to_string(planes_[0].port->config().udp_port);
     }
     TransportStats stats() const override {
-        const dpdk::PortStats s = port_->stats();
+        dpdk::PortStats s;
+        for (const auto& pl : planes_) s += pl.port->stats();
         TransportStats t;
         t.tx_packets = s.tx_packets;
         t.tx_bytes = s.tx_bytes;
@@ -309,16 +315,37 @@ public:
         t.rx_errors = s.rx_dropped() - s.rx_too_big;
         return t;
     }
+    // R-PLANE-5: each plane is its port; its counters are the port's.
+    size_t num_planes() const noexcept override { return planes_.size(); }
+    PlaneInfo plane_info(size_t plane) const override {
+        PlaneInfo i;
+        if (plane >= planes_.size()) return i;
+        const dpdk::DpdkPort& p = *planes_[plane].port;
+        const dpdk::PortStats s = p.stats();
+        i.address = dpdk::format_ipv4(p.config().local_ip);
+        i.tx_packets = s.tx_packets;
+        i.tx_bytes = s.tx_bytes;
+        i.rx_packets = s.rx_packets;
+        i.rx_bytes = s.rx_bytes;
+        return i;
+    }
     std::string describe() const override {
-        const auto& c = port_->config();
-        const auto& caps = port_->caps();
-        return fmt::format("dpdk {} (port {}, {}) {}:{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} neighbours, "
-                           "tx up to {} B, {} rx / {} tx queues{}", port_name_, c.port_id, caps.driver,
-                           dpdk::format_ipv4(c.local_ip), c.udp_port, port_->mac()[0], port_->mac()[1],
-                           port_->mac()[2], port_->mac()[3], port_->mac()[4], port_->mac()[5], c.neighbours.size(),
-                           caps.tx_max_l3, c.rx_queues, c.tx_queues,
-                           c.rx_queues > 1 ? (caps.rss_udp ? " (RSS on UDP ports)" : " (no RSS: queue = peer's TX queue)")
-                                           : "");
+        std::string out;
+        for (size_t pl = 0; pl < planes_.size(); ++pl) {
+            const dpdk::DpdkPort& port = *planes_[pl].port;
+            const auto& c = port.config();
+            const auto& caps = port.caps();
+            const auto mac = port.mac();
+            if (planes_.size() > 1) out += fmt::format("{}plane {}: ", pl ? "; " : "", pl);
+            out += fmt::format("dpdk {} (port {}, {}) {}:{} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {} neighbours, "
+                               "tx up to {} B, {} rx / {} tx queues{}", planes_[pl].name, c.port_id, caps.driver,
+                               dpdk::format_ipv4(c.local_ip), c.udp_port, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
+                               c.neighbours.size(), caps.tx_max_l3, c.rx_queues, c.tx_queues,
+                               c.rx_queues > 1 ? (caps.rss_udp ? " (RSS on UDP ports)"
+                                                               : " (no RSS: queue = peer's TX queue)")
+                                               : "");
+        }
+        return out;
     }
 
 private:
@@ -326,20 +353,86 @@ private:
         static std::vector<uint16_t> v;
         return v;
     }
-    void release_port() {
-        if (claimed_ < 0) return;
-        std::lock_guard<std::mutex> g(eal_session().mu);
-        std::erase(ports_in_use(), uint16_t(claimed_));
-        claimed_ = -1;
+
+    void open_plane(const DeviceConfig& cfg, size_t p, const std::string& port, const std::string& address,
+                    const std::string& table, const std::string& mac) {
+        const DpdkDeviceConfig& d = cfg.dpdk;
+        PlanePort& pl = planes_[p];
+        const std::string who = planes_.size() > 1 ? who_ + ", plane " + std::to_string(p) : who_;
+        dpdk::PortConfig pc;
+        pc.port_id = find_port(port, who);
+        char name[RTE_ETH_NAME_MAX_LEN] = {};
+        rte_eth_dev_get_name_by_port(pc.port_id, name);
+        pl.name = name;
+        {
+            EalSession& s = eal_session();
+            std::lock_guard<std::mutex> g(s.mu);
+            // Its queues are this device's: a second device (or plane) on it would steal frames.
+            for (uint16_t u : ports_in_use())
+                if (u == pc.port_id)
+                    throw Error(who + ": key 'dpdk_port': port " + pl.name + " is already used by another " +
+                                "device or plane");
+            ports_in_use().push_back(pc.port_id);
+        }
+        pl.claimed = pc.port_id;
+        try {
+            pc.local_ip = dpdk::parse_ipv4(address);
+            pc.udp_port = cfg.port;
+            if (!mac.empty()) {
+                pc.local_mac_from_port = false;
+                pc.local_mac = dpdk::parse_mac(mac);
+            }
+            pc.neighbours = parse_neighbours(table);
+            pc.rx_queues = d.rx_queues;
+            pc.tx_queues = d.tx_queues;
+            pc.rx_desc = d.rx_desc;
+            pc.tx_desc = d.tx_desc;
+            pc.burst = uint16_t(std::min<uint32_t>(cfg.rx_batch, 1024));
+            pc.tx_max_l3 = d.tx_max_l3;
+            // One whole frame of the largest segment per RX mbuf: no chained frames, no linearising copy.
+            const uint32_t frame = 14 + 20 + 8 + 72 + cfg.engine.max_payload;
+            const uint32_t room = d.rx_data_room ? d.rx_data_room : RTE_PKTMBUF_HEADROOM + ((frame + 63) / 64) * 64;
+            pc.pools.rx_data_room = uint16_t(std::min<uint32_t>(room, 65535));
+            pc.pools.cache = d.mbuf_cache;
+            const dpdk::PoolConfig need = dpdk::DpdkPort::min_pools(pc);
+            // RX twice the minimum: a frame above one RX buffer (an rx_data_room set
+            // below the frame size, or a PMD that splits) takes several.
+            pc.pools.rx_mbufs = d.rx_mbufs ? d.rx_mbufs : 2 * need.rx_mbufs;
+            pc.pools.hdr_mbufs = d.hdr_mbufs ? d.hdr_mbufs : need.hdr_mbufs;
+            pc.pools.ext_mbufs = d.ext_mbufs ? d.ext_mbufs : need.ext_mbufs;
+            pl.port = std::make_unique<dpdk::DpdkPort>(pc);
+        } catch (const std::exception& e) {
+            std::string hint;
+            if (pl.name.rfind("net_memif", 0) == 0 && std::string(e.what()).find("rte_eth_dev_start") != std::string::npos)
+                hint = " (a net_memif client starts only once its server's socket exists: start the server first)";
+            throw Error(who + ", port " + pl.name + ": " + e.what() + hint);
+        }
+        const uint32_t l3 = 28 + 72 + cfg.engine.max_payload;
+        if (const uint32_t max_l3 = pl.port->caps().tx_max_l3; max_l3 < l3)
+            throw Error(who + ", port " + pl.name + ": key 'tx_max_l3': the port sends IPv4 datagrams up to " +
+                        std::to_string(max_l3) + " B (MTU), max_payload " +
+                        std::to_string(cfg.engine.max_payload) + " needs " + std::to_string(l3) +
+                        " (raise the MTU, set tx_max_l3 for software PMDs, or lower max_payload)");
+    }
+
+    // In reverse: plane 0 last (its port was opened first).
+    void close_planes() noexcept {
+        for (size_t p = planes_.size(); p-- > 0;) {
+            PlanePort& pl = planes_[p];
+            pl.port.reset();
+            if (pl.claimed < 0) continue;
+            std::lock_guard<std::mutex> g(eal_session().mu);
+            std::erase(ports_in_use(), uint16_t(pl.claimed));
+            pl.claimed = -1;
+        }
     }
 
     std::string who_;
     bool eal_up_;
-    std::string port_name_;
-    int claimed_ = -1;
-    std::unique_ptr<dpdk::DpdkPort> port_;
+    std::vector<PlanePort> planes_;
+    std::unique_ptr<dpdk::PlanePorts> planes_io_;
     dpdk::TscClock clock_;
-    dpdk::PoolUsage at_open_;
+    std::vector<dpdk::PoolUsage> at_open_;
     Time spin_ns_ = 0, last_active_ = 0;
     std::atomic<bool> woken_{false};
 };

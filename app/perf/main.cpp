@@ -917,6 +917,15 @@ int run_client(const Opts& o) {
                             paths[p].spurious_timeouts, paths[p].tail_probes, paths[p].rerouted, paths[p].ce_marks,
                             paths[p].rx_packets,
                             paths[p].rx_ce, double(paths[p].srtt) / 1e3, double(paths[p].min_rtt) / 1e3, paths[p].cwnd);
+            // R-PLANE-5: this end's traffic per plane (one entry on a one-plane device).
+            std::printf("], \"planes\": [");
+            for (size_t p = 0; p < dev->num_planes(); ++p) {
+                PlaneInfo pi;
+                dev->query_plane(p, pi);
+                std::printf("%s{\"plane\": %zu, \"address\": \"%s\", \"tx_packets\": %" PRIu64 ", \"tx_bytes\": %" PRIu64
+                            ", \"rx_packets\": %" PRIu64 ", \"rx_bytes\": %" PRIu64 "}",
+                            p ? ", " : "", p, pi.address.c_str(), pi.tx_packets, pi.tx_bytes, pi.rx_packets, pi.rx_bytes);
+            }
             std::printf("], \"engine\": ");
             print_engine_json(stdout, e, ds, ts);
             std::printf(", \"server\": {\"verify_ok\": %u, \"mismatches\": %" PRIu64 ", \"received\": %" PRIu64

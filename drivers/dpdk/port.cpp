@@ -3,6 +3,7 @@
 #include "mroce/dpdk/port.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -43,6 +44,9 @@ inline uint32_t be32(const uint8_t* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
 
+// set_link_cut's flags, one per possible port id.
+std::atomic<bool> g_link_cut[RTE_MAX_ETHPORTS];
+
 std::string err_name(int rc) {
     const int e = rc < 0 ? -rc : rc;
     return fmt::format("{} ({})", rte_strerror(e), e);
@@ -78,7 +82,16 @@ PortStats& PortStats::operator+=(const PortStats& o) noexcept {
     rx_fragment += o.rx_fragment; rx_unknown_peer += o.rx_unknown_peer; rx_too_big += o.rx_too_big;
     tx_packets += o.tx_packets; tx_bytes += o.tx_bytes; tx_bad_peer += o.tx_bad_peer;
     tx_bad_len += o.tx_bad_len; tx_no_mbuf += o.tx_no_mbuf; tx_ring_full += o.tx_ring_full;
+    tx_cut += o.tx_cut; rx_cut += o.rx_cut;
     return *this;
+}
+
+void set_link_cut(uint16_t port_id, bool cut) noexcept {
+    if (port_id < RTE_MAX_ETHPORTS) g_link_cut[port_id].store(cut, std::memory_order_relaxed);
+}
+
+bool link_cut(uint16_t port_id) noexcept {
+    return port_id < RTE_MAX_ETHPORTS && g_link_cut[port_id].load(std::memory_order_relaxed);
 }
 
 uint32_t parse_ipv4(const std::string& s) {
@@ -349,6 +362,10 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
     if (caps_.tx_ip_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
     if (caps_.tx_udp_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
     const rte_iova_t bad_iova = RTE_BAD_IOVA;
+    if (g_link_cut[port].load(std::memory_order_relaxed)) [[unlikely]] {
+        st.tx_cut += n;
+        return n;
+    }
 
     size_t done = 0;
     while (done < n) {
@@ -455,6 +472,11 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     PortStats& st = rq.st;
     const uint16_t want = uint16_t(std::min<size_t>(max, cfg_.burst));
     const uint16_t nb = rte_eth_rx_burst(cfg_.port_id, queue, rq.rx.data(), want);
+    if (g_link_cut[cfg_.port_id].load(std::memory_order_relaxed)) [[unlikely]] {
+        if (nb) rte_pktmbuf_free_bulk(rq.rx.data(), nb);
+        st.rx_cut += nb;
+        return 0;
+    }
     size_t k = 0, nd = 0;
     for (uint16_t i = 0; i < nb; ++i) {
         rte_mbuf* m = rq.rx[i];

@@ -107,6 +107,15 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     return true;
 }
 
+// "a, b" (sep ',') or "t0 | t1" (sep '|'): entries trimmed; a trailing separator gives an empty last entry.
+std::vector<std::string> split_list(const std::string& v, char sep) {
+    std::vector<std::string> out;
+    std::istringstream in(v);
+    for (std::string e; std::getline(in, e, sep);) out.push_back(trim(e));
+    if (!v.empty() && v.back() == sep) out.push_back({});
+    return out;
+}
+
 bool parse_mac_text(const std::string& s) {
     unsigned v[6];
     char tail;
@@ -117,15 +126,17 @@ bool parse_mac_text(const std::string& s) {
 
 // "IP MAC, IP MAC, ...": checked here so a typo names its key and line, not a
 // DPDK error at open time.
-void check_neighbours(const Where& w, const std::string& v) {
-    std::istringstream in(v);
+void check_neighbours(const Where& w, const std::string& table, const std::string& v) {
+    std::istringstream in(table);
     std::string entry;
     std::vector<std::string> seen;
     while (std::getline(in, entry, ',')) {
         std::istringstream e(entry);
         std::string ip, mac, extra;
         e >> ip >> mac;
-        if (ip.empty() && mac.empty()) w.bad("empty entry (expected 'IP MAC' entries separated by commas)", v);
+        if (ip.empty() && mac.empty())
+            w.bad("empty entry (expected 'IP MAC' entries separated by commas; with planes, one such table per plane "
+                  "separated by '|')", v);
         in_addr a{};
         if (inet_pton(AF_INET, ip.c_str(), &a) != 1) w.bad("'" + ip + "' is not an IPv4 address", v);
         if (!parse_mac_text(mac)) w.bad("'" + mac + "' is not a MAC address (xx:xx:xx:xx:xx:xx)", v);
@@ -162,12 +173,32 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
         }
         p.eal_args = v;
     } else if (k == "eal_memory_mb") p.eal_memory_mb = uint32_t(parse_uint(w, v, 16, 1u << 20));
-    else if (k == "dpdk_port") p.port = v;   // empty: the only port (checked at open)
-    else if (k == "neighbours") {
-        check_neighbours(w, v);
+    else if (k == "dpdk_port") {
+        // One ethdev per plane, plane 0 first ("net_memif0, net_memif1"); empty: the only port (checked at open).
+        const std::vector<std::string> ports = split_list(v, ',');
+        for (size_t i = 0; i < ports.size() && ports.size() > 1; ++i) {
+            if (ports[i].empty()) w.bad("empty entry (expected one ethdev name or port id per plane, separated by commas)", v);
+            for (size_t j = 0; j < i; ++j)
+                if (ports[j] == ports[i]) w.bad("port " + ports[i] + " listed for planes " + std::to_string(j) +
+                                                    " and " + std::to_string(i) + " (each plane is its own port)", v);
+        }
+        p.port = v;
+    } else if (k == "neighbours") {
+        // One table per plane, separated by '|', plane 0 first.
+        const std::vector<std::string> tables = split_list(v, '|');
+        for (size_t i = 0; i < tables.size(); ++i) {
+            if (tables.size() > 1 && tables[i].empty())
+                w.bad("empty entry: plane " + std::to_string(i) + "'s neighbour table (expected one 'IP MAC, ...' "
+                      "table per plane, separated by '|')", v);
+            check_neighbours(w, tables[i], v);
+        }
         p.neighbours = v;
     } else if (k == "mac") {
-        if (!v.empty() && !parse_mac_text(v)) w.bad("expected a MAC address (xx:xx:xx:xx:xx:xx) or nothing", v);
+        // One per plane, separated by commas (or nothing: each port's own).
+        const std::vector<std::string> macs = split_list(v, ',');
+        for (const std::string& m : macs)
+            if (!v.empty() && !parse_mac_text(m))
+                w.bad("expected a MAC address (xx:xx:xx:xx:xx:xx) per plane, separated by commas, or nothing", v);
         p.mac = v;
     } else if (k == "lcores") {
         if (v != "auto" && !core_list(v)) w.bad("expected auto or a core list such as 2 or 2,3 or 2-3", v);
@@ -257,6 +288,34 @@ void check_device(const std::string& origin, const DeviceConfig& d) {
             bad("tx_max_l3", std::to_string(p.tx_max_l3) + " B cannot carry max_payload " + std::to_string(mp) +
                                  " (needs " + std::to_string(l3) + ")");
     }
+}
+
+// driver = dpdk with planes (R-PLANE-1): each plane is its own ethdev with
+// its own neighbour table, so dpdk_port, neighbours and mac (when given)
+// have one entry per plane, plane 0 first.
+template <class Kv>
+void check_dpdk_planes(const std::string& origin, const std::string& name, const DeviceConfig& d,
+                       const std::vector<Kv>& kvs, const Kv* planes_kv) {
+    const size_t np = std::max<size_t>(1, d.planes.size());
+    const std::string planes_at = planes_kv ? " (key 'planes' at line " + std::to_string(planes_kv->line) + ")" : "";
+    for (const auto& kv : kvs) {
+        size_t n = 0;
+        std::string what;
+        if (kv.v.empty() && (np == 1 || kv.k == "dpdk_port")) continue;   // one plane: the only port, no neighbours
+        if (kv.k == "dpdk_port") n = split_list(kv.v, ',').size(), what = "ethdev names or port ids, separated by commas";
+        else if (kv.k == "neighbours") n = split_list(kv.v, '|').size(), what = "neighbour tables, separated by '|'";
+        else if (kv.k == "mac" && !kv.v.empty()) n = split_list(kv.v, ',').size(), what = "MAC addresses, separated by commas";
+        else continue;
+        if (n != np)
+            throw ConfigError(origin + ":" + std::to_string(kv.line) + ": key '" + kv.k + "': " + std::to_string(n) +
+                              (n == 1 ? " entry" : " entries") + " for " + std::to_string(np) +
+                              (np == 1 ? " plane" : " planes") + planes_at + " in device '" + name +
+                              "': give one per plane, plane 0 first (" + what + ")");
+    }
+    if (np > 1 && d.dpdk.port.empty())
+        throw ConfigError(origin + ":" + std::to_string(planes_kv->line) + ": key 'dpdk_port': needed with " +
+                          std::to_string(np) + " planes in device '" + name +
+                          "': one ethdev per plane, plane 0 first (e.g. net_memif0, net_memif1)");
 }
 
 }  // namespace
@@ -367,9 +426,7 @@ Config parse_config(std::string_view text, const std::string& origin) {
                               ": key '" + (address_kv->line > planes_kv->line ? "address" : "planes") +
                               "': give either address (one plane) or planes (one address per plane), not both "
                               "(device '" + name + "')");
-        if (planes_kv && d.driver != "udp" && d.planes.size() > 1)
-            throw ConfigError(origin + ":" + std::to_string(planes_kv->line) + ": key 'planes': driver " + d.driver +
-                              " has one plane per device (device '" + name + "'; planes are udp only for now)");
+        if (d.driver == "dpdk") check_dpdk_planes(origin, name, d, kvs, planes_kv);
         if (dpdk_only && d.driver != "dpdk")
             throw ConfigError(origin + ":" + std::to_string(dpdk_only->line) + ": key '" + dpdk_only->k +
                               "': only for driver = dpdk (device '" + name + "' uses " + d.driver + ")");

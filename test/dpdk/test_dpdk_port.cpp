@@ -24,7 +24,9 @@
 #include <rte_ring.h>
 #include <rte_udp.h>
 
+#include "mroce/dpdk/planes.hpp"
 #include "mroce/dpdk/port.hpp"
+#include "ring_pair.hpp"
 
 using namespace mroce;
 using namespace mroce::dpdk;
@@ -694,5 +696,93 @@ TEST_CASE("dpdk: both directions at once, peer handles per side", "[dpdk]") {
             CHECK(std::memcmp(rx[i].data2, mem.data() + i * 64, 64) == 0);
         }
         // No explicit rx_release: the next rx_burst releases the previous burst.
+    }
+}
+
+// PlanePorts (R-PLANE-*): two planes, each a net_ring pair of its own (A's
+// port on plane p wired to B's port on plane p), one PlanePorts per side.
+TEST_CASE("dpdk planes: one port per plane, peer handles joined, packets on their plane's port", "[dpdk][planes]") {
+    env();   // the EAL
+    static test::RingPortPair pl0("pl0", 1, 1024), pl1("pl1", 1, 1024);
+    pl0.ip[0] = 0x0a010001;  // A: 10.1.0.1 / 10.2.0.1; B: 10.1.0.2 / 10.2.0.2
+    pl0.ip[1] = 0x0a010002;
+    pl1.ip[0] = 0x0a020001;
+    pl1.ip[1] = 0x0a020002;
+    {
+        DpdkPort a0(pl0.config(0)), a1(pl1.config(0)), b0(pl0.config(1)), b1(pl1.config(1));
+        PlanePorts a({&a0, &a1}), b({&b0, &b1});
+        REQUIRE(a.num_planes() == 2);
+        // Each address is a handle of its own until joined.
+        CHECK(a.peer_of(0, 0x0a010002) == 0);
+        CHECK(a.peer_of(1, 0x0a020002) == 1);
+        CHECK(a.peer_of(1, 0x0a010002) == PlanePorts::kNoPeer);
+        // R-PLANE-6: the peer named on both planes is one handle.
+        const uint32_t ips[2] = {0x0a010002, 0x0a020002};
+        uint8_t known = 0;
+        const uint32_t h = a.add_peer(ips, 2, known);
+        CHECK(h == 0);
+        CHECK(known == 2);
+        CHECK(a.peer_of(1, 0x0a020002) == h);
+        CHECK(a.peer_planes(h) == 2);
+        const uint32_t bad[2] = {0x0a010002, 0x0a020009};
+        CHECK_THROWS_WITH(a.add_peer(bad, 2, known), Catch::Contains("10.2.0.9 (plane 1) is not in plane 1's"));
+
+        // A CONNECT_REQ with A's plane block, on plane 0; a data-like packet on plane 1.
+        TxPacket p[2];
+        wire::PlaneAddr mine[2] = {{0x0a010001, wire::kDefaultUdpPort}, {0x0a020001, wire::kDefaultUdpPort}};
+        p[0].peer = h;
+        p[0].path = kControlPath;
+        p[0].plane = 0;
+        p[0].hdr[0] = wire::kVersion;
+        p[0].hdr[1] = uint8_t(wire::PacketType::connect_req);
+        const size_t blk = wire::encode_plane_block({p[0].hdr + wire::kConnectLen, 20}, mine, 2);
+        REQUIRE(blk == 20);
+        p[0].hdr_len = uint16_t(wire::kConnectLen + blk);
+        p[1].peer = h;
+        p[1].path = 1;
+        p[1].plane = 1;
+        p[1].hdr_len = 40;
+        p[1].hdr[0] = wire::kVersion;
+        p[1].hdr[1] = uint8_t(wire::PacketType::data);
+        uint32_t unsent[2];
+        REQUIRE(a.tx_burst(p, 2, unsent) == 2);
+        CHECK(a0.stats().tx_packets == 1);
+        CHECK(a1.stats().tx_packets == 1);
+        RxPacket rx[8];
+        size_t n = 0;
+        for (int i = 0; i < 4 && n < 2; ++i) n += b.rx_burst(rx + n, 8 - n);
+        REQUIRE(n == 2);
+        for (size_t i = 0; i < n; ++i) {
+            // R-PLANE-1: the block taught B that A's plane-1 address is the same peer.
+            CHECK(rx[i].peer == 0);
+            CHECK(rx[i].plane == (rx[i].data[1] == uint8_t(wire::PacketType::connect_req) ? 0 : 1));
+        }
+        CHECK(b.peer_planes_learned() == 1);
+        CHECK(b.peer_of(1, 0x0a010001) == PlanePorts::kNoPeer);
+        CHECK(b.peer_of(1, 0x0a020001) == 0);
+
+        // TEST ONLY cut: plane 1's port drops what it is given, counted as sent (tx_cut).
+        set_link_cut(a1.port_id(), true);
+        REQUIRE(a.tx_burst(&p[1], 1, unsent) == 1);
+        CHECK(a1.stats().tx_cut == 1);
+        CHECK(a1.stats().tx_packets == 1);
+        set_link_cut(a1.port_id(), false);
+        CHECK(b.rx_burst(rx, 8) == 0);
+
+        // A peer known on plane 0 only (a fresh PlanePorts: nothing joined): a
+        // packet for plane 1 leaves on plane 0, the plane its handle came from.
+        {
+            PlanePorts fresh({&a0, &a1});
+            CHECK(fresh.peer_planes(0) == 1);
+            REQUIRE(fresh.tx_burst(&p[1], 1, unsent) == 1);
+            CHECK(a0.stats().tx_packets == 2);
+            CHECK(a1.stats().tx_packets == 1);
+            n = 0;
+            for (int i = 0; i < 4 && n < 1; ++i) n += b.rx_burst(rx, 8);
+            REQUIRE(n == 1);
+            CHECK(rx[0].plane == 0);
+        }
+        a.rx_release_all();
+        b.rx_release_all();
     }
 }

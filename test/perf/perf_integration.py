@@ -11,7 +11,8 @@
 #   dpdk-verify OP LOSS  the same byte-exact transfer (or atomics check) over the DPDK driver:
 #                    two processes over net_memif (--no-huge --no-pci), each
 #                    with its own configuration file; no mbuf may stay in use
-#                    (optional 4th argument: RX/TX queues per port, per-path queues)
+#                    (optional 4th argument: RX/TX queues per port, per-path queues;
+#                    optional 5th: planes, one net_memif pair per plane, R-PLANE-*)
 #   bad-input        garbage, truncated datagrams and packets for unknown
 #                    connection ids at the server's ports during a transfer:
 #                    counted as drops, and the transfer still verifies
@@ -279,41 +280,47 @@ def case_bad_input():
           f"transfer {cj['goodput_gbps']:.2f} Gbit/s verified")
 
 
-def dpdk_configs(queues=1):
-    """Server and client configuration files for one net_memif link."""
-    sock = f"/tmp/mroce-perf-memif-{os.getpid()}.sock"
+def dpdk_configs(queues=1, planes=1):
+    """Server and client configuration files for one net_memif link per plane
+    (planes > 1: one vdev, address and neighbour table per plane, R-PLANE-*).
+    Returns the last plane's socket (the server has made them all once it exists)."""
+    socks = [f"/tmp/mroce-perf-memif-{os.getpid()}-{p}.sock" for p in range(planes)]
     cpus = sorted(os.sched_getaffinity(0))
     files = []
-    for role, ip, mac, peer_ip, peer_mac, cpu in (
-            # The server places itself (lcores = auto: hwloc, the first free core), the client is pinned.
-            ("server", "10.0.1.1", "02:00:00:00:01:01", "10.0.1.2", "02:00:00:00:01:02", "auto"),
-            ("client", "10.0.1.2", "02:00:00:00:01:02", "10.0.1.1", "02:00:00:00:01:01", cpus[-1])):
+    # The server places itself (lcores = auto: hwloc, the first free core), the client is pinned.
+    for role, me, peer, cpu in (("server", 1, 2, "auto"), ("client", 2, 1, cpus[-1])):
         path = f"/tmp/mroce-perf-dpdk-{os.getpid()}-{role}.conf"
         # bsize: one frame per memif buffer (see test/dpdk/test_dpdk_integrity_memif.cpp);
         # memif reports MTU 1500 but carries the 4 KiB segments: tx_max_l3.
+        vdevs = " ".join(f"--vdev=net_memif{p},role={role},id=0,socket={socks[p]},socket-abstract=no,"
+                         f"mac=02:00:00:00:0{p + 1}:0{me},bsize=8192" for p in range(planes))
+        addrs = ", ".join(f"10.0.{p + 1}.{me}" for p in range(planes))
+        nbrs = " | ".join(f"10.0.{p + 1}.{peer} 02:00:00:00:0{p + 1}:0{peer}" for p in range(planes))
+        where = f"address = {addrs}" if planes == 1 else \
+            f"planes = {addrs}\ndpdk_port = " + ", ".join(f"net_memif{p}" for p in range(planes))
         with open(path, "w") as f:
             f.write(f"""[engine]
 max_payload = 4096
 [device memif]
 driver = dpdk
-address = {ip}
+{where}
 port = 4793
 lcores = {cpu}
-eal_args = --no-huge --no-pci --log-level lib.eal:warning --vdev=net_memif0,role={role},id=0,socket={sock},socket-abstract=no,mac={mac},bsize=8192
+eal_args = --no-huge --no-pci --log-level lib.eal:warning {vdevs}
 eal_memory_mb = 256
-neighbours = {peer_ip} {peer_mac}
+neighbours = {nbrs}
 tx_max_l3 = 4196
 rx_queues = {queues}
 tx_queues = {queues}
 """)
         files.append(path)
-    return sock, files
+    return socks[-1], files
 
 
-def case_dpdk_verify(op, loss, queues="1"):
+def case_dpdk_verify(op, loss, queues="1", planes="1"):
     loss = float(loss)
     n, size = op_workload(op, loss, 400)
-    sock, (scfg, ccfg) = dpdk_configs(int(queues))
+    sock, (scfg, ccfg) = dpdk_configs(int(queues), int(planes))
     try:
         os.unlink(sock)
     except FileNotFoundError:
@@ -327,11 +334,13 @@ def case_dpdk_verify(op, loss, queues="1"):
         if os.path.exists(sock) or s.poll() is not None:
             break
         time.sleep(0.05)
-    c = subprocess.Popen([PERF, "10.0.1.1", "--config", ccfg, "--json", "--op", op, *size, "-n", n,
+    # R-PLANE-6: the server named on every plane.
+    server_at = ",".join(f"10.0.{p + 1}.1" for p in range(int(planes)))
+    c = subprocess.Popen([PERF, server_at, "--config", ccfg, "--json", "--op", op, *size, "-n", n,
                           "--verify", *inj_c], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     crc, cout, cerr = finish(c, 60, "client")
     src, sout, serr = finish(s, 15, "server")
-    for f in (scfg, ccfg, sock):
+    for f in [scfg, ccfg] + [sock.replace(f"-{int(planes) - 1}.sock", f"-{p}.sock") for p in range(int(planes))]:
         try:
             os.unlink(f)
         except FileNotFoundError:
@@ -354,6 +363,13 @@ def case_dpdk_verify(op, loss, queues="1"):
         fail(f"{cj['messages']} messages completed, expected {n}")
     if op == "send" and sj["received"] != int(n):
         fail(f"server received {sj['received']} of {n} SENDs")
+    # R-PLANE-5: every plane carried data (64 KiB messages: WRITE data leaves the client, READ data reaches it).
+    if len(cj["planes"]) != int(planes):
+        fail(f"client reports {len(cj['planes'])} planes, expected {planes}")
+    if int(planes) > 1:
+        key = "rx_bytes" if op == "read" else "tx_bytes"
+        if any(p[key] < 65536 for p in cj["planes"]):
+            fail(f"a plane carried no data: {cj['planes']}")
     # Every frame the port dropped is a driver fault here (memif carries only our frames).
     for who, j in (("client", cj), ("server", sj)):
         if j["engine"]["rx_decode_errors"]:
@@ -363,7 +379,7 @@ def case_dpdk_verify(op, loss, queues="1"):
         if injected == 0:
             fail("loss injection dropped nothing")
         print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
-    print(f"PASS dpdk (net_memif, {queues} queue(s)) verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, "
+    print(f"PASS dpdk (net_memif, {queues} queue(s), {planes} plane(s)) verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, "
           f"{cj['messages']} x 64 KiB; server " + next(l for l in serr.splitlines() if "mroce dpdk: lcores" in l))
 
 
@@ -382,12 +398,16 @@ def case_dpdk_bad_config():
          "key 'tx_max_l3': the port sends IPv4 datagrams up to 1500 B"),
         (f"eal_args = --no-huge --no-pci {memif}\nrx_mbufs = 100\n", "rx_mbufs 100 (need"),
         ("eal_args = --no-huge --no-pci\nlcores = 4000\n", "keys 'eal_args' / 'lcores': rte_eal_init failed"),
+        # Two planes, the second port missing: the plane and the key named (R-PLANE-1).
+        (f"eal_args = --no-huge --no-pci {memif}\nplanes = 10.0.1.1, 10.0.2.1\ndpdk_port = net_memif0, net_memif9\n"
+         "neighbours = 10.0.1.2 02:00:00:00:01:02 | 10.0.2.2 02:00:00:00:02:02\ntx_max_l3 = 4196\n",
+         "device 'd' (dpdk), plane 1: key 'dpdk_port': no port named 'net_memif9' (ports: 0 (net_memif0))"),
     ]
     path = f"/tmp/mroce-perf-badcfg-{os.getpid()}.conf"
     for body, want in cases:
         with open(path, "w") as f:
-            f.write("[device d]\ndriver = dpdk\naddress = 10.0.1.1\n" + ("" if "lcores" in body else "lcores = 0\n")
-                    + body)
+            f.write("[device d]\ndriver = dpdk\n" + ("" if "planes" in body else "address = 10.0.1.1\n")
+                    + ("" if "lcores" in body else "lcores = 0\n") + body)
         p = subprocess.run([PERF, "--config", path, "--accept-timeout", "1"], capture_output=True, text=True,
                            timeout=30)
         for f in (sock,):
@@ -406,7 +426,7 @@ if CASE[0] == "verify":
 elif CASE[0] == "dpdk-bad-config":
     case_dpdk_bad_config()
 elif CASE[0] == "dpdk-verify":
-    case_dpdk_verify(*CASE[1:4])
+    case_dpdk_verify(*CASE[1:5])
 elif CASE[0] == "busy-peer":
     case_busy_peer()
 elif CASE[0] == "killed-peer":

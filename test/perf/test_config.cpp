@@ -146,6 +146,11 @@ TEST_CASE("config: the commented dpdk example in config/mroce.conf parses", "[co
     CHECK(d.dpdk.tx_max_l3 == 4196);
     CHECK(d.dpdk.mbuf_cache == DpdkDeviceConfig{}.mbuf_cache);   // the example shows the default
     CHECK(d.dpdk.neighbours == "10.0.1.2 02:00:00:00:01:02");
+    // The two-plane example: one port and one neighbour table per plane.
+    const DeviceConfig& d2 = c.device("memif2");
+    CHECK(d2.planes == std::vector<std::string>{"10.0.1.1", "10.0.2.1"});
+    CHECK(d2.dpdk.port == "net_memif0, net_memif1");
+    CHECK(d2.dpdk.neighbours == "10.0.1.2 02:00:00:00:01:02 | 10.0.2.2 02:00:00:00:02:02");
 }
 
 TEST_CASE("config: bad configuration names the key and the reason", "[config]") {
@@ -239,7 +244,56 @@ TEST_CASE("config: planes, one address per plane (R-PLANE-1)", "[config][planes]
         {"[device d]\nport = 1000\npath_port_span = 4096\nplanes = 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,"
          "10.0.0.7,10.0.0.8\n",
          "key 'path_port_span': planes x (path_port_span + 1) sockets exceed 32767"},
-        {"[device d]\ndriver = dpdk\nplanes = 10.1.0.2, 10.2.0.2\n", "t.conf:3: key 'planes': driver dpdk has one plane"},
+    };
+    for (const auto& k : cases) {
+        INFO(k.text);
+        CHECK_THAT(error_of(k.text), Catch::Contains(k.want));
+    }
+}
+
+// driver = dpdk with planes: one ethdev, neighbour table (and MAC) per plane.
+TEST_CASE("config: dpdk planes, one port and neighbour table per plane (R-PLANE-1)", "[config][planes][dpdk]") {
+    const Config c = parse_config("[device d]\ndriver = dpdk\nplanes = 10.1.0.1, 10.2.0.1\n"
+                                  "dpdk_port = net_memif0, net_memif1\n"
+                                  "neighbours = 10.1.0.2 02:00:00:00:01:02, 10.1.0.3 02:00:00:00:01:03 | "
+                                  "10.2.0.2 02:00:00:00:02:02\n"
+                                  "mac = 02:00:00:00:01:01, 02:00:00:00:02:01\n",
+                                  "t.conf");
+    const DeviceConfig& d = c.device();
+    CHECK(d.planes == std::vector<std::string>{"10.1.0.1", "10.2.0.1"});
+    CHECK(d.dpdk.port == "net_memif0, net_memif1");
+    CHECK(d.dpdk.neighbours == "10.1.0.2 02:00:00:00:01:02, 10.1.0.3 02:00:00:00:01:03 | 10.2.0.2 02:00:00:00:02:02");
+    CHECK(d.dpdk.mac == "02:00:00:00:01:01, 02:00:00:00:02:01");
+    // No mac: each port's own.
+    CHECK_NOTHROW(parse_config("[device d]\ndriver = dpdk\nplanes = 10.1.0.1, 10.2.0.1\ndpdk_port = 0, 1\n"
+                               "neighbours = 10.1.0.2 02:00:00:00:01:02 | 10.2.0.2 02:00:00:00:02:02\n", "t.conf"));
+    const std::string two = "[device d]\ndriver = dpdk\nplanes = 10.1.0.1, 10.2.0.1\n";
+    const std::string ports = "dpdk_port = net_memif0, net_memif1\n";
+    const std::string nbrs = "neighbours = 10.1.0.2 02:00:00:00:01:02 | 10.2.0.2 02:00:00:00:02:02\n";
+    struct Case {
+        std::string text;
+        const char* want;
+    } cases[] = {
+        {two + "dpdk_port = net_memif0\n" + nbrs,
+         "t.conf:4: key 'dpdk_port': 1 entry for 2 planes (key 'planes' at line 3) in device 'd': give one per plane"},
+        {two + "dpdk_port = net_memif0, net_memif1, net_memif2\n" + nbrs, "t.conf:4: key 'dpdk_port': 3 entries for 2 planes"},
+        {two + ports + "neighbours = 10.1.0.2 02:00:00:00:01:02\n",
+         "t.conf:5: key 'neighbours': 1 entry for 2 planes (key 'planes' at line 3) in device 'd': give one per plane, "
+         "plane 0 first (neighbour tables, separated by '|')"},
+        {two + ports + nbrs + "mac = 02:00:00:00:01:01\n", "t.conf:6: key 'mac': 1 entry for 2 planes"},
+        {two + nbrs, "t.conf:3: key 'dpdk_port': needed with 2 planes in device 'd'"},
+        {two + "dpdk_port = net_memif0, net_memif0\n" + nbrs,
+         "t.conf:4: key 'dpdk_port': port net_memif0 listed for planes 0 and 1 (each plane is its own port)"},
+        {two + "dpdk_port = net_memif0,\n" + nbrs, "t.conf:4: key 'dpdk_port': empty entry"},
+        {two + ports + "neighbours = 10.1.0.2 02:00:00:00:01:02 | 10.2.0.300 02:00:00:00:02:02\n",
+         "t.conf:5: key 'neighbours': '10.2.0.300' is not an IPv4 address"},
+        {two + ports + "neighbours = 10.1.0.2 02:00:00:00:01:02 |\n", "t.conf:5: key 'neighbours': empty entry"},
+        {two + ports + nbrs + "mac = 02:00:00:00:01:01, 02:00\n", "t.conf:6: key 'mac': expected a MAC address"},
+        // One plane: one port, one table.
+        {"[device d]\ndriver = dpdk\naddress = 10.1.0.1\ndpdk_port = net_memif0, net_memif1\n",
+         "t.conf:4: key 'dpdk_port': 2 entries for 1 plane in device 'd'"},
+        {"[device d]\ndriver = dpdk\nneighbours = 10.1.0.2 02:00:00:00:01:02 | 10.2.0.2 02:00:00:00:02:02\n",
+         "t.conf:3: key 'neighbours': 2 entries for 1 plane"},
     };
     for (const auto& k : cases) {
         INFO(k.text);

@@ -122,6 +122,8 @@ struct PortStats {
     uint64_t tx_bad_len = 0;       // hdr_len > 72 or frame above MTU: dropped
     uint64_t tx_no_mbuf = 0;       // bursts refused for lack of mbufs
     uint64_t tx_ring_full = 0;     // packets the PMD did not take (caller may retry)
+    uint64_t tx_cut = 0;           // TEST ONLY: consumed and dropped while the link was cut (set_link_cut)
+    uint64_t rx_cut = 0;           // TEST ONLY: received and dropped while the link was cut
 
     uint64_t rx_dropped() const noexcept {
         return rx_not_ipv4 + rx_not_udp + rx_wrong_port + rx_wrong_dst + rx_bad_length +
@@ -151,6 +153,13 @@ struct PoolUsage {
     unsigned rx = 0, hdr = 0, ext = 0;   // rte_mempool_in_use_count of each pool
     bool operator==(const PoolUsage&) const = default;
 };
+
+// TEST ONLY: cuts (or restores) the link of ethdev port_id as a failed
+// plane would: while cut, every DpdkPort burst on it drops what it is given
+// (counted as sent: the wire lost it, tx_cut) and everything it receives
+// (rx_cut). A flag per port id, read once per burst; callable from any thread.
+void set_link_cut(uint16_t port_id, bool cut) noexcept;
+bool link_cut(uint16_t port_id) noexcept;
 
 class DpdkPort {
 public:
