@@ -48,9 +48,10 @@ public:
     virtual std::string stats_json() const = 0;
 };
 
-// How the fabric models a host of this scenario (its NIC: fabric.nic_ring_bytes).
+// How the fabric models a host of this scenario (fabric.host_burst, its NIC: fabric.nic_ring_bytes).
 inline sim::HostConfig host_config(const Scenario& s) {
     sim::HostConfig hc;
+    hc.burst = s.fabric.host_burst;
     if (s.fabric.nic_ring_bytes) {
         hc.nic_rate_bps = s.fabric.link_bps * (s.fabric.topology == TopologyKind::planes ? s.fabric.planes : 1);
         hc.nic_ring_bytes = s.fabric.nic_ring_bytes;

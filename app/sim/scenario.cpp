@@ -105,6 +105,7 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         else if (k == "hot_leaf") f.hot_leaf = uint32_t(parse_uint(w, v, 0, 4095));
         else if (k == "hot_spine") f.hot_spine = uint16_t(parse_uint(w, v, 0, 255));
         else if (k == "nic_ring_bytes") f.nic_ring_bytes = parse_uint(w, v, 0, kGiB);
+        else if (k == "host_burst") f.host_burst = uint32_t(parse_uint(w, v, 1, 1024));
         else return false;
     } else if (sec == "roce") {
         if (k == "mtu") s.roce.mtu = uint32_t(parse_uint(w, v, 256, 9000));

@@ -49,6 +49,9 @@ struct FabricSpec {
     // retransmissions wait behind at most this much. 0: no NIC model (every
     // packet the transport releases queues on the host's first link).
     uint64_t nic_ring_bytes = 0;
+    // Packets per receive and transmit burst of a host's drive loop: what an
+    // ACK or a resend the transport makes may wait behind in one pass.
+    uint32_t host_burst = 32;
 };
 
 struct RoceSpec {
