@@ -37,7 +37,7 @@ class MroceCluster final : public Cluster {
     struct Conn {
         uint32_t src = 0, dst = 0, conn = 0;
         uint32_t remote = 0;  // its id at dst
-        struct Lane {  // one stream (Cluster::write's `stream`, engine stream id + 1)
+        struct Lane {  // Cluster::write's `stream` l: the engine's stream l + 1
             uint32_t outstanding = 0;
             std::deque<std::pair<uint32_t, uint64_t>> waiting;  // (bytes, transfer) not yet posted
         };
