@@ -38,7 +38,8 @@ ap.add_argument("--c-hosts", type=int, default=16)
 ap.add_argument("--d-senders", type=int, default=64)
 ap.add_argument("--d-mib", type=int, default=2, help="(d): MiB per sender")
 ap.add_argument("--a-forms", default="unpipelined,pipelined",
-                help="(a): ring forms: unpipelined (one WRITE per step), pipelined (--a-slices per step)")
+                help="(a): ring forms: unpipelined (one WRITE per step), pipelined (--a-slices per step), "
+                     "pipelined-nic (pipelined, a stream per slice, hosts with a 4 KiB NIC ring and bursts of 8)")
 ap.add_argument("--a-slices", type=int, default=8, help="(a) pipelined: slices per step")
 ap.add_argument("--a-window", type=int, default=8, help="(a) pipelined: slices in flight per sender (NCCL_STEPS)")
 ap.add_argument("--e-hosts", type=int, default=64)
@@ -77,7 +78,12 @@ def table_a():
                              ["workload.slices=1", "workload.slices_outstanding=0"]),
              "pipelined": (f"pipelined NCCL-style ({a.a_slices} slices per step, at most {a.a_window} in flight "
                            f"per sender, a slice forwarded once it arrived)",
-                           [f"workload.slices={a.a_slices}", f"workload.slices_outstanding={a.a_window}"])}
+                           [f"workload.slices={a.a_slices}", f"workload.slices_outstanding={a.a_window}"]),
+             # doc/results.md (a): what a repaired loss costs the pipelined ring.
+             "pipelined-nic": (f"pipelined as above, slice j on stream j of the connection (mroce; the baseline "
+                               f"keeps one QP), hosts with a NIC: a 4 KiB transmit ring, bursts of 8 packets",
+                               [f"workload.slices={a.a_slices}", f"workload.slices_outstanding={a.a_window}",
+                                f"workload.streams={a.a_slices}", "fabric.nic_ring_bytes=4096", "fabric.host_burst=8"])}
     rows = []
     for form in a.a_forms.split(","):
         label, fo = forms[form]
@@ -382,7 +388,7 @@ def plots():
             blocks += f"$s{idx} << EOD\n" + "".join(
                 f"{float(r['loss']) * 100},{r['of_lossless']}\n" for r in rows
                 if (r["form"], r["transport"]) == (form, tr)) + "EOD\n"
-            dash = "dt 1 pt 7" if form == "pipelined" else "dt 2 pt 6"
+            dash = {"pipelined": "dt 1 pt 7", "pipelined-nic": "dt 3 pt 5"}.get(form, "dt 2 pt 6")
             color = {"mroce": "'#0072b2'", "RoCEv2": "'#d55e00'", "RoCEv2+PFC": "'#009e73'"}.get(tr, "'gray'")
             plots_.append(f"$s{idx} using 1:2 with linespoints {dash} lc rgb {color} lw 2 title '{tr}, {form}'")
         gnuplot("ring-loss.svg", blocks + "set key below\n"

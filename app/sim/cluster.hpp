@@ -33,9 +33,10 @@ public:
     // a host pair may be asked at once), and runs the fabric until all are
     // usable; false if they are not by limit.
     virtual bool connect(sim::Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) = 0;
-    // A WRITE of `bytes` over connection c (src into dst's memory); completes
-    // (poll) with tag once dst has every byte.
-    virtual void write(uint32_t c, uint64_t bytes, uint64_t tag) = 0;
+    // A WRITE of `bytes` over connection c (src into dst's memory) on its
+    // stream `stream` (< workload.streams; a transport with one QP per
+    // connection ignores it); completes (poll) with tag once dst has every byte.
+    virtual void write(uint32_t c, uint64_t bytes, uint64_t tag, uint32_t stream = 0) = 0;
     // Completions since the last call, appended to out.
     virtual void poll(std::vector<Done>& out) = 0;
     // Payload bytes placed at host index (each byte once: goodput).
@@ -46,6 +47,18 @@ public:
     // mroce adds "paths": per path index, summed over its connections.
     virtual std::string stats_json() const = 0;
 };
+
+// How the fabric models a host of this scenario (fabric.host_burst, its NIC: fabric.nic_ring_bytes).
+inline sim::HostConfig host_config(const Scenario& s) {
+    sim::HostConfig hc;
+    hc.burst = s.fabric.host_burst;
+    if (s.fabric.nic_ring_bytes) {
+        hc.nic_rate_bps = s.fabric.link_bps * (s.fabric.topology == TopologyKind::planes ? s.fabric.planes : 1);
+        hc.nic_ring_bytes = s.fabric.nic_ring_bytes;
+        hc.nic_overhead_bytes = s.fabric.overhead_bytes;
+    }
+    return hc;
+}
 
 std::unique_ptr<Cluster> make_mroce_cluster(sim::Fabric& fab, const Scenario& s);
 std::unique_ptr<Cluster> make_roce_cluster(sim::Fabric& fab, const Scenario& s);

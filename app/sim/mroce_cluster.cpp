@@ -3,7 +3,7 @@
 //
 // mroce's engine as a Cluster: one Engine per host (Fabric::add_host, the
 // same drive loop as every other sim use), one connection per (src, dst)
-// pair with stream 1, WRITEs of at most chunk_bytes each from one
+// pair with streams 1..workload.streams, WRITEs of at most chunk_bytes each from one
 // registered buffer into the peer's.
 #include <algorithm>
 #include <deque>
@@ -37,22 +37,27 @@ class MroceCluster final : public Cluster {
     struct Conn {
         uint32_t src = 0, dst = 0, conn = 0;
         uint32_t remote = 0;  // its id at dst
-        uint32_t outstanding = 0;
-        std::deque<std::pair<uint32_t, uint64_t>> waiting;  // (bytes, transfer) not yet posted
+        struct Lane {  // Cluster::write's `stream` l: the engine's stream l + 1
+            uint32_t outstanding = 0;
+            std::deque<std::pair<uint32_t, uint64_t>> waiting;  // (bytes, transfer) not yet posted
+        };
+        std::vector<Lane> lanes;
     };
     struct Transfer {
         uint64_t tag = 0;
         uint32_t wrs_left = 0;
         bool ok = true;
+        uint32_t lane = 0;
     };
 
 public:
-    MroceCluster(sim::Fabric& fab, const Scenario& s) : chunk_(s.workload.chunk_bytes) {
+    MroceCluster(sim::Fabric& fab, const Scenario& s)
+        : chunk_(s.workload.chunk_bytes), streams_(std::max(1u, s.workload.streams)) {
         EngineConfig cfg = s.engine;
         depth_ = cfg.stream_depth;
         for (uint32_t i = 0; i < s.fabric.hosts; ++i) {
             nodes_.push_back(std::make_unique<Node>(cfg, chunk_));
-            nodes_.back()->host = fab.add_host(nodes_.back()->eng);
+            nodes_.back()->host = fab.add_host(nodes_.back()->eng, host_config(s));
         }
     }
     size_t size() const override { return nodes_.size(); }
@@ -87,7 +92,9 @@ public:
         }
         for (Conn& c : conns_) {
             Node& n = *nodes_[c.src];
-            if (n.eng.create_stream(c.conn, 1, n.pd, n.cq, n.cq) != Status::ok) return false;
+            c.lanes.resize(streams_);
+            for (uint32_t l = 0; l < streams_; ++l)
+                if (n.eng.create_stream(c.conn, 1 + l, n.pd, n.cq, n.cq) != Status::ok) return false;
             ConnStats st;
             n.eng.conn_stats(c.conn, st);
             c.remote = st.remote_conn;
@@ -95,14 +102,15 @@ public:
         return true;
     }
 
-    void write(uint32_t ci, uint64_t bytes, uint64_t tag) override {
+    void write(uint32_t ci, uint64_t bytes, uint64_t tag, uint32_t stream) override {
         Conn& c = conns_.at(ci);
+        const uint32_t lane = stream % streams_;
         const uint64_t t = transfers_.size();
         const uint32_t wrs = uint32_t(std::max<uint64_t>(1, (bytes + chunk_ - 1) / chunk_));
-        transfers_.push_back(Transfer{tag, wrs, true});
+        transfers_.push_back(Transfer{tag, wrs, true, lane});
         for (uint64_t off = 0; off < std::max<uint64_t>(bytes, 1); off += chunk_)
-            c.waiting.emplace_back(uint32_t(std::min<uint64_t>(chunk_, bytes - off)), t);
-        post_waiting(c);
+            c.lanes[lane].waiting.emplace_back(uint32_t(std::min<uint64_t>(chunk_, bytes - off)), t);
+        post_waiting(c, lane);
     }
 
     void poll(std::vector<Done>& out) override {
@@ -113,13 +121,13 @@ public:
                     // wr_id: transfer index << 32 | connection index
                     Conn& c = conns_[uint32_t(comp[i].wr_id)];
                     Transfer& t = transfers_[comp[i].wr_id >> 32];
-                    --c.outstanding;
+                    --c.lanes[t.lane].outstanding;
                     if (comp[i].status != WcStatus::success) {
                         t.ok = false;
                         ++failed_;
                     }
                     if (--t.wrs_left == 0) out.push_back(Done{t.tag, t.ok});
-                    post_waiting(c);
+                    post_waiting(c, t.lane);
                 }
         }
     }
@@ -204,8 +212,9 @@ private:
                         if (ev[k].kind != EventKind::incoming) continue;
                         Node& d = *nodes_[i];
                         d.in_conns.push_back(ev[k].conn);
-                        if (d.eng.create_stream(ev[k].conn, 1, d.pd, d.cq, d.cq) != Status::ok)
-                            throw std::runtime_error("mroce-sim: create_stream");
+                        for (uint32_t l = 0; l < streams_; ++l)
+                            if (d.eng.create_stream(ev[k].conn, 1 + l, d.pd, d.cq, d.cq) != Status::ok)
+                                throw std::runtime_error("mroce-sim: create_stream");
                         ++accepted;
                     }
                 }
@@ -218,11 +227,12 @@ private:
         return true;
     }
 
-    void post_waiting(Conn& c) {
+    void post_waiting(Conn& c, uint32_t lane) {
         Node& s = *nodes_[c.src];
         Node& d = *nodes_[c.dst];
-        while (c.outstanding < depth_ && !c.waiting.empty()) {
-            const auto [bytes, t] = c.waiting.front();
+        Conn::Lane& q = c.lanes[lane];
+        while (q.outstanding < depth_ && !q.waiting.empty()) {
+            const auto [bytes, t] = q.waiting.front();
             SendWr wr;
             wr.wr_id = t << 32 | uint32_t(&c - conns_.data());
             wr.op = OpKind::write;
@@ -231,13 +241,14 @@ private:
             wr.lkey = s.mr.lkey;
             wr.remote_addr = d.addr();
             wr.rkey = d.mr.rkey;
-            if (s.eng.post_send(c.conn, 1, wr) != Status::ok) throw std::runtime_error("mroce-sim: post_send refused");
-            c.waiting.pop_front();
-            ++c.outstanding;
+            if (s.eng.post_send(c.conn, 1 + lane, wr) != Status::ok) throw std::runtime_error("mroce-sim: post_send refused");
+            q.waiting.pop_front();
+            ++q.outstanding;
         }
     }
 
     uint32_t chunk_;
+    uint32_t streams_ = 1;
     uint32_t depth_ = 256;
     std::vector<std::unique_ptr<Node>> nodes_;
     std::vector<Conn> conns_;

@@ -18,7 +18,7 @@ public:
     RoceCluster(sim::Fabric& fab, const Scenario& s) {
         for (uint32_t i = 0; i < s.fabric.hosts; ++i) {
             eps_.push_back(std::make_unique<RoceEndpoint>(s.roce, s.fabric.link_bps));
-            hosts_.push_back(fab.add_host(*eps_.back()));
+            hosts_.push_back(fab.add_host(*eps_.back(), host_config(s)));
             index_of_.resize(hosts_.back() + 1, 0);
             index_of_[hosts_.back()] = i;
         }
@@ -37,7 +37,7 @@ public:
         pairs_ = pairs;
         return true;
     }
-    void write(uint32_t c, uint64_t bytes, uint64_t tag) override {
+    void write(uint32_t c, uint64_t bytes, uint64_t tag, uint32_t) override {
         const auto [src, dst] = pairs_.at(c);
         eps_.at(src)->post_write(hosts_.at(dst), bytes, tag);
     }

@@ -202,8 +202,9 @@ public:
 // slices = 1, window = 0 is the unpipelined ring.
 class RingAllReduce final : public Workload {
 public:
-    RingAllReduce(uint32_t n, uint64_t bytes, uint32_t slices, uint32_t window)
-        : n_(n), steps_(2 * (n - 1)), slices_(slices), window_(window), ready_(n), outstanding_(n, 0), sent_(n, 0) {
+    RingAllReduce(uint32_t n, uint64_t bytes, uint32_t slices, uint32_t window, uint32_t streams)
+        : n_(n), steps_(2 * (n - 1)), slices_(slices), window_(window), streams_(std::max(1u, streams)), ready_(n),
+          outstanding_(n, 0), sent_(n, 0) {
         const uint64_t step = std::max<uint64_t>(1, bytes / n);
         slice_bytes_ = std::max<uint64_t>(1, step / slices);
         last_slice_bytes_ = std::max<uint64_t>(1, step - slice_bytes_ * (slices - 1));
@@ -244,13 +245,14 @@ private:
             const Slice x = ready_[i].front();
             ready_[i].pop_front();
             const uint64_t b = x.slice + 1 == slices_ ? last_slice_bytes_ : slice_bytes_;
-            c.write(i, b, uint64_t(i) << 40 | uint64_t(x.step) << 20 | x.slice);  // connection i: i -> i + 1
+            // connection i: i -> i + 1
+            c.write(i, b, uint64_t(i) << 40 | uint64_t(x.step) << 20 | x.slice, x.slice % streams_);
             sent_[i] += b;
             ++outstanding_[i];
         }
     }
     uint32_t n_;
-    uint32_t steps_, slices_, window_;
+    uint32_t steps_, slices_, window_, streams_;
     uint64_t slice_bytes_ = 1, last_slice_bytes_ = 1;
     std::vector<std::deque<Slice>> ready_;
     std::vector<uint32_t> outstanding_;
@@ -337,9 +339,9 @@ public:
     bool connect(Fabric& fab, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, Time limit) override {
         return c_.connect(fab, pairs, limit);
     }
-    void write(uint32_t conn, uint64_t bytes, uint64_t tag) override {
+    void write(uint32_t conn, uint64_t bytes, uint64_t tag, uint32_t stream) override {
         posted_[tag] = fab_.now();
-        c_.write(conn, bytes, tag);
+        c_.write(conn, bytes, tag, stream);
     }
     void poll(std::vector<Done>& out) override { c_.poll(out); }
     uint64_t rx_bytes(uint32_t i) const override { return c_.rx_bytes(i); }
@@ -401,7 +403,8 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     std::unique_ptr<Workload> wl;
     const uint32_t n = uint32_t(cluster->size());
     switch (s.workload.kind) {
-        case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding);
+        case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding,
+                                                                            s.workload.streams);
             break;
         case WorkloadKind::incast: wl = std::make_unique<Incast>(n, s.workload.bytes); break;
         case WorkloadKind::all_to_all:

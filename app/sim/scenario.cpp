@@ -104,6 +104,8 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         else if (k == "hot_gbps") f.hot_bps = uint64_t(parse_real(w, v, 0, 100'000) * 1e9);
         else if (k == "hot_leaf") f.hot_leaf = uint32_t(parse_uint(w, v, 0, 4095));
         else if (k == "hot_spine") f.hot_spine = uint16_t(parse_uint(w, v, 0, 255));
+        else if (k == "nic_ring_bytes") f.nic_ring_bytes = parse_uint(w, v, 0, kGiB);
+        else if (k == "host_burst") f.host_burst = uint32_t(parse_uint(w, v, 1, 1024));
         else return false;
     } else if (sec == "roce") {
         if (k == "mtu") s.roce.mtu = uint32_t(parse_uint(w, v, 256, 9000));
@@ -125,6 +127,7 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         else if (k == "conns_per_pair") wl.conns_per_pair = uint32_t(parse_uint(w, v, 1, 4096));
         else if (k == "slices") wl.slices = uint32_t(parse_uint(w, v, 1, 65536));
         else if (k == "slices_outstanding") wl.slices_outstanding = uint32_t(parse_uint(w, v, 0, 65536));
+        else if (k == "streams") wl.streams = uint32_t(parse_uint(w, v, 1, 64));
         else if (k == "time_limit_ms") wl.time_limit = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
         else return false;
     } else if (sec == "event") {
@@ -195,6 +198,8 @@ void check(const Scenario& s) {
             std::to_string((f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf) + " leaves)");
     if (s.workload.slices > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
         bad("key 'slices': slices are for kind = ring_allreduce");
+    if (s.workload.streams > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
+        bad("key 'streams': streams are for kind = ring_allreduce");
     if (s.workload.kind == WorkloadKind::incast && f.topology == TopologyKind::pair && f.hosts != 2)
         bad("key 'kind': incast needs hosts >= 2");
     for (const EventSpec& e : s.events) {

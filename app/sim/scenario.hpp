@@ -43,6 +43,15 @@ struct FabricSpec {
     uint64_t hot_bps = 0;
     uint32_t hot_leaf = 0;
     uint16_t hot_spine = 0;
+    // Host NIC (both transports): a transmit ring of this many bytes in front
+    // of the host's links, drained at their rate (all planes'); the host's
+    // transport is not asked for packets while it is full, so its ACKs and
+    // retransmissions wait behind at most this much. 0: no NIC model (every
+    // packet the transport releases queues on the host's first link).
+    uint64_t nic_ring_bytes = 0;
+    // Packets per receive and transmit burst of a host's drive loop: what an
+    // ACK or a resend the transport makes may wait behind in one pass.
+    uint32_t host_burst = 32;
 };
 
 struct RoceSpec {
@@ -63,6 +72,12 @@ struct WorkloadSpec {
     // slices = 1, slices_outstanding = 0: one WRITE per step (the unpipelined ring).
     uint32_t slices = 1;
     uint32_t slices_outstanding = 0;
+    // ring_allreduce: streams (QPs) per neighbour connection, slice j on
+    // stream j % streams, so a repaired slice holds back only the completions
+    // of its own stream (send completions are in post order per stream,
+    // R-CMPL-2), as NCCL spreads a channel over several QPs. mroce only: the
+    // baseline keeps one QP per neighbour.
+    uint32_t streams = 1;
     Time time_limit = 10'000'000'000;
 };
 
