@@ -143,15 +143,6 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
     std::fprintf(stderr, "mroce dpdk: lcores %s\nmroce dpdk: EAL %s\n", placement.c_str(), joined.c_str());
 }
 
-// "a, b, c" (sep ',') or "t0 | t1" (sep '|'): one entry per plane, plane 0 first.
-std::vector<std::string> split_list(const std::string& s, char sep) {
-    std::vector<std::string> out;
-    std::istringstream in(s);
-    for (std::string e; std::getline(in, e, sep);) out.push_back(trim_blanks(e));
-    if (!s.empty() && s.back() == sep) out.push_back({});
-    return out;
-}
-
 // The ethdev of one plane: a name (net_memif0, a PCI address) or a port id;
 // empty: the only port there is.
 uint16_t find_port(const std::string& p, const std::string& who) {
@@ -210,9 +201,9 @@ public:
         // (parse_config checked the counts; a DeviceConfig built in code is checked here).
         const size_t np = std::max<size_t>(1, cfg.planes.size());
         const std::vector<std::string> addrs = cfg.planes.empty() ? std::vector<std::string>{cfg.address} : cfg.planes;
-        std::vector<std::string> names = np > 1 ? split_list(d.port, ',') : std::vector<std::string>{d.port};
-        std::vector<std::string> tables = np > 1 ? split_list(d.neighbours, '|') : std::vector<std::string>{d.neighbours};
-        std::vector<std::string> macs = np > 1 ? split_list(d.mac, ',') : std::vector<std::string>{d.mac};
+        std::vector<std::string> names = np > 1 ? split_config_list(d.port, ',') : std::vector<std::string>{d.port};
+        std::vector<std::string> tables = np > 1 ? split_config_list(d.neighbours, '|') : std::vector<std::string>{d.neighbours};
+        std::vector<std::string> macs = np > 1 ? split_config_list(d.mac, ',') : std::vector<std::string>{d.mac};
         if (np > 1 && d.mac.empty()) macs.assign(np, {});
         if (names.size() != np || tables.size() != np || macs.size() != np)
             throw Error(who_ + ": " + std::to_string(np) + " planes need one entry per plane in keys 'dpdk_port' (" +

@@ -107,14 +107,6 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     return true;
 }
 
-// "a, b" (sep ',') or "t0 | t1" (sep '|'): entries trimmed; a trailing separator gives an empty last entry.
-std::vector<std::string> split_list(const std::string& v, char sep) {
-    std::vector<std::string> out;
-    std::istringstream in(v);
-    for (std::string e; std::getline(in, e, sep);) out.push_back(trim(e));
-    if (!v.empty() && v.back() == sep) out.push_back({});
-    return out;
-}
 
 bool parse_mac_text(const std::string& s) {
     unsigned v[6];
@@ -175,7 +167,7 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
     } else if (k == "eal_memory_mb") p.eal_memory_mb = uint32_t(parse_uint(w, v, 16, 1u << 20));
     else if (k == "dpdk_port") {
         // One ethdev per plane, plane 0 first ("net_memif0, net_memif1"); empty: the only port (checked at open).
-        const std::vector<std::string> ports = split_list(v, ',');
+        const std::vector<std::string> ports = split_config_list(v, ',');
         for (size_t i = 0; i < ports.size() && ports.size() > 1; ++i) {
             if (ports[i].empty()) w.bad("empty entry (expected one ethdev name or port id per plane, separated by commas)", v);
             for (size_t j = 0; j < i; ++j)
@@ -185,7 +177,7 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
         p.port = v;
     } else if (k == "neighbours") {
         // One table per plane, separated by '|', plane 0 first.
-        const std::vector<std::string> tables = split_list(v, '|');
+        const std::vector<std::string> tables = split_config_list(v, '|');
         for (size_t i = 0; i < tables.size(); ++i) {
             if (tables.size() > 1 && tables[i].empty())
                 w.bad("empty entry: plane " + std::to_string(i) + "'s neighbour table (expected one 'IP MAC, ...' "
@@ -195,7 +187,7 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
         p.neighbours = v;
     } else if (k == "mac") {
         // One per plane, separated by commas (or nothing: each port's own).
-        const std::vector<std::string> macs = split_list(v, ',');
+        const std::vector<std::string> macs = split_config_list(v, ',');
         for (const std::string& m : macs)
             if (!v.empty() && !parse_mac_text(m))
                 w.bad("expected a MAC address (xx:xx:xx:xx:xx:xx) per plane, separated by commas, or nothing", v);
@@ -302,9 +294,9 @@ void check_dpdk_planes(const std::string& origin, const std::string& name, const
         size_t n = 0;
         std::string what;
         if (kv.v.empty() && (np == 1 || kv.k == "dpdk_port")) continue;   // one plane: the only port, no neighbours
-        if (kv.k == "dpdk_port") n = split_list(kv.v, ',').size(), what = "ethdev names or port ids, separated by commas";
-        else if (kv.k == "neighbours") n = split_list(kv.v, '|').size(), what = "neighbour tables, separated by '|'";
-        else if (kv.k == "mac" && !kv.v.empty()) n = split_list(kv.v, ',').size(), what = "MAC addresses, separated by commas";
+        if (kv.k == "dpdk_port") n = split_config_list(kv.v, ',').size(), what = "ethdev names or port ids, separated by commas";
+        else if (kv.k == "neighbours") n = split_config_list(kv.v, '|').size(), what = "neighbour tables, separated by '|'";
+        else if (kv.k == "mac" && !kv.v.empty()) n = split_config_list(kv.v, ',').size(), what = "MAC addresses, separated by commas";
         else continue;
         if (n != np)
             throw ConfigError(origin + ":" + std::to_string(kv.line) + ": key '" + kv.k + "': " + std::to_string(n) +
@@ -319,6 +311,16 @@ void check_dpdk_planes(const std::string& origin, const std::string& name, const
 }
 
 }  // namespace
+
+// "a, b" (sep ',') or "t0 | t1" (sep '|'): entries trimmed; a trailing
+// separator gives an empty last entry.
+std::vector<std::string> split_config_list(const std::string& v, char sep) {
+    std::vector<std::string> out;
+    std::istringstream in(v);
+    for (std::string e; std::getline(in, e, sep);) out.push_back(trim(e));
+    if (!v.empty() && v.back() == sep) out.push_back({});
+    return out;
+}
 
 const DeviceConfig& Config::device(const std::string& name) const {
     if (devices.empty()) throw ConfigError(origin + ": no device configured");

@@ -170,6 +170,10 @@ struct Config {
 Config parse_config(std::string_view text, const std::string& origin = "<config>");
 // Reads and parses a file. Throws ConfigError if it cannot be read or is invalid.
 Config load_config_file(const std::string& path);
+// A per-plane list value of the configuration, plane 0 first ("a, b" with
+// sep ',', "t0 | t1" with sep '|'): entries trimmed; a trailing separator
+// gives an empty last entry (which the loader refuses).
+std::vector<std::string> split_config_list(const std::string& v, char sep);
 // path if non-empty, else $MROCE_CONFIG if set, else the built-in defaults
 // (one udp device, every key at its documented default).
 Config load_config(const std::string& path = {});
