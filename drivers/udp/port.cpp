@@ -343,6 +343,13 @@ void UdpPort::learn_planes(uint32_t peer, const uint8_t* data, uint32_t len, in_
     }
     if (!from_ok) return;
     peer_planes_[peer] = pp;
+    // Every plane address now names this peer (an address already another
+    // peer's stays that peer's): a later connect() to the peer by any one of
+    // them, as a verbs program does with the GID it was given, finds this
+    // handle and the connection it has, not a second handle and a second
+    // connection the peer's streams are not on (R-PLANE-6, R-CONN-14).
+    for (size_t i = 0; i < pp.n; ++i) peer_by_addr_.emplace(key(pp.addr[i]), peer);
+    last_key_ = ~uint64_t(0);
     ++st_.peer_planes_learned;
 }
 

@@ -54,6 +54,12 @@ std::vector<DeviceSlot*> load_slots() {
         in_addr a{};
         inet_pton(AF_INET, d.address.c_str(), &a);
         s->ipv4 = ntohl(a.s_addr);
+        s->plane_ipv4 = {s->ipv4};
+        for (size_t k = 1; k < d.planes.size(); ++k) {
+            in_addr pa{};
+            inet_pton(AF_INET, d.planes[k].c_str(), &pa);
+            s->plane_ipv4.push_back(ntohl(pa.s_addr));
+        }
         s->udp_port = d.port;
         s->index = int(v.size());
         s->guid = 0x6d72000000000000ull | (uint64_t(s->ipv4) << 16) | d.port;
@@ -102,7 +108,7 @@ void fill_port(Context& c, ibv_port_attr& a) {
     a.state = IBV_PORT_ACTIVE;
     a.max_mtu = IBV_MTU_4096;
     a.active_mtu = mtu_for(cfg.engine.max_payload);
-    a.gid_tbl_len = 1;
+    a.gid_tbl_len = int(c.slot->plane_ipv4.size());  // one RoCEv2 GID per plane
     a.port_cap_flags = 0;
     a.max_msg_sz = kMaxMessageSize;
     a.pkey_tbl_len = 1;
@@ -511,8 +517,9 @@ MROCE_EXPORT int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gi
         auto f = MROCE_REAL(ibv_query_gid, "IBVERBS_1.1");
         return f ? f(ctx, port, index, gid) : ENOSYS;
     }
-    if (port != 1 || index != 0 || !gid) return -1;
-    gid_of(ctx_of(ctx)->slot->ipv4, *gid);
+    const DeviceSlot& s = *ctx_of(ctx)->slot;
+    if (port != 1 || index < 0 || size_t(index) >= s.plane_ipv4.size() || !gid) return -1;
+    gid_of(s.plane_ipv4[size_t(index)], *gid);
     return 0;
 }
 
@@ -523,10 +530,11 @@ MROCE_EXPORT int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t ind
         return f ? f(ctx, port, index, entry, flags, entry_size) : ENOSYS;
     }
     if (port != 1 || flags || !entry || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
-    if (index != 0) return ENODATA;
+    const DeviceSlot& s = *ctx_of(ctx)->slot;
+    if (index >= s.plane_ipv4.size()) return ENODATA;
     std::memset(entry, 0, entry_size);
-    gid_of(ctx_of(ctx)->slot->ipv4, entry->gid);
-    entry->gid_index = 0;
+    gid_of(s.plane_ipv4[index], entry->gid);
+    entry->gid_index = index;
     entry->port_num = 1;
     entry->gid_type = IBV_GID_TYPE_ROCE_V2;
     entry->ndev_ifindex = 0;
@@ -540,9 +548,14 @@ MROCE_EXPORT ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
         return f ? f(ctx, entries, max_entries, flags, entry_size) : -ENOSYS;
     }
     if (flags || !entries || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-    if (max_entries < 1) return -EINVAL;
-    const int r = _ibv_query_gid_ex(ctx, 1, 0, entries, 0, entry_size);
-    return r ? -r : 1;
+    const size_t n = ctx_of(ctx)->slot->plane_ipv4.size();
+    if (max_entries < n) return -EINVAL;
+    auto* out = reinterpret_cast<uint8_t*>(entries);
+    for (size_t k = 0; k < n; ++k)
+        if (const int r = _ibv_query_gid_ex(ctx, 1, uint32_t(k), reinterpret_cast<ibv_gid_entry*>(out + k * entry_size),
+                                            0, entry_size))
+            return -r;
+    return ssize_t(n);
 }
 
 // rdma-core's private query (ibv_devinfo and perftest call it): its enum
@@ -553,7 +566,7 @@ MROCE_EXPORT int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int
         auto f = real::fn<F>("ibv_query_gid_type", "IBVERBS_PRIVATE_34");
         return f ? f(ctx, port, index, type) : ENOSYS;
     }
-    if (port != 1 || index != 0 || !type) return EINVAL;
+    if (port != 1 || index >= ctx_of(ctx)->slot->plane_ipv4.size() || !type) return EINVAL;
     *type = 1;
     return 0;
 }

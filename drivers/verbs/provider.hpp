@@ -59,6 +59,9 @@ struct DeviceSlot {
     ibv_device ibdev{};  // first: an ibv_device* of ours is a DeviceSlot*
     DeviceConfig cfg;
     uint32_t ipv4 = 0;   // host order
+    // One per plane (R-PLANE-1), host order: GID index k is plane k's
+    // address; [0] == ipv4.
+    std::vector<uint32_t> plane_ipv4;
     uint16_t udp_port = 0;
     uint64_t guid = 0;   // host order
     int index = 0;

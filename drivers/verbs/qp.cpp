@@ -10,6 +10,7 @@
 // which both know from the exchanged QP numbers alone (doc/verbs.md).
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "exports.hpp"
@@ -151,7 +152,8 @@ int bind_stream(Qp& q, const ibv_qp_attr& a) {
         say("ibv_modify_qp to RTR: " + why + " (errno EINVAL)");
         return EINVAL;
     }
-    if (peer == c.slot->ipv4) {
+    const std::vector<uint32_t>& own = c.slot->plane_ipv4;
+    if (std::find(own.begin(), own.end(), peer) != own.end()) {
         say("ibv_modify_qp to RTR: the peer is this device itself; a QP connected to its own device is not "
             "supported (errno EINVAL)");
         return EINVAL;
@@ -159,7 +161,15 @@ int bind_stream(Qp& q, const ibv_qp_attr& a) {
     in_addr ia{htonl(peer)};
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &ia, ip, sizeof ip);
-    const uint32_t stream = c.slot->ipv4 < peer ? q.ibqp()->qp_num : a.dest_qp_num;
+    // The stream id is the QPN of the end whose address is the lower, so both
+    // ends name the same one. "Address": the GID each end gave the other
+    // (the source GID index here, the destination GID there); with one GID
+    // per plane, two ends that connect through plane 1 compare their plane-1
+    // addresses, never a plane-0 address with a plane-1 one.
+    const uint32_t local = a.ah_attr.is_global && a.ah_attr.grh.sgid_index < own.size()
+                               ? own[a.ah_attr.grh.sgid_index]
+                               : c.slot->ipv4;
+    const uint32_t stream = local < peer ? q.ibqp()->qp_num : a.dest_qp_num;
     if (stream > kMaxStreamId) {
         say("ibv_modify_qp to RTR: dest_qp_num " + std::to_string(a.dest_qp_num) + " is not a 24-bit QP number");
         return EINVAL;

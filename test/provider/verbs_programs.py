@@ -201,28 +201,33 @@ def perftest(prog, extra="", sizes=None, apis=(("default", []), ("old", ["--use_
 
 
 def planes():
-    """Two planes per device (R-PLANE-1): the device's GID is its plane-0 address (doc/verbs.md), each
-    end connects to the other's at RTR (both at once), learns the other's planes in the handshake
-    (R-PLANE-6), and both planes carry data on both ends (R-PLANE-2). Before the fix in Device::connect
-    the second end's connect read past its one given address (std::bad_alloc, RTR refused)."""
+    """Two planes per device (R-PLANE-1): one RoCEv2 GID per plane. Each end connects to the other at
+    RTR (both at once) through the GID it was given, on plane 0 (-g 0) or plane 1 (-g 1), learns the
+    other's planes in the handshake (R-PLANE-6), and both planes carry data on both ends (R-PLANE-2).
+    Before the fixes: -g 0 failed at RTR (Device::connect read past its one given address, bad_alloc);
+    -g 1 hung (each end a second connection to the other, the QPs' streams on different ones)."""
     addrs = ("127.0.0.1,127.0.0.3", "127.0.0.2,127.0.0.4")
     port = next_port()
     out = subprocess.run([RUN, "-c", config(addrs[0], port, ""), "ibv_devinfo", "-v", "-d", "mroce0"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30).stdout
-    expect("ibv_devinfo -v (2 planes)", re.search(r"GID\[\s*0\]:\s+::ffff:127\.0\.0\.1, RoCE v2", out),
-           "the GID is not the plane-0 address")
-    args = ["ibv_rc_pingpong", "-g", "0", "-c", "-n", "300", "-s", "8192"]
-    p = tcp_port()
-    ok, cout, sout = run_pair("ibv_rc_pingpong (2 planes)", args + ["-d", "mroce0", "-p", p],
-                              args + ["-d", "mroce0", "-p", p], addrs=addrs)
-    if not ok:
-        return
-    expect("ibv_rc_pingpong (2 planes)", "invalid data" not in cout + sout, "pingpong -c found invalid data")
-    for who, o in (("client", cout), ("server", sout)):
-        per_plane = re.findall(r"plane (\d) (\S+): tx_packets (\d+) rx_packets (\d+)", o)
-        print("    %s planes: %s" % (who, per_plane))
-        expect("ibv_rc_pingpong (2 planes)", len(per_plane) == 2 and all(int(t) > 0 and int(r) > 0 for _, _, t, r in per_plane),
-               "%s: both planes must have sent and received" % who)
+    for pat in [r"GID\[\s*0\]:\s+::ffff:127\.0\.0\.1, RoCE v2", r"GID\[\s*1\]:\s+::ffff:127\.0\.0\.3, RoCE v2"]:
+        expect("ibv_devinfo -v (2 planes)", re.search(pat, out), "no line matching %r" % pat)
+    for gid in ("0", "1"):
+        name = "ibv_rc_pingpong -g %s (2 planes)" % gid
+        args = ["ibv_rc_pingpong", "-g", gid, "-c", "-n", "300", "-s", "8192"]
+        p = tcp_port()
+        ok, cout, sout = run_pair(name, args + ["-d", "mroce0", "-p", p], args + ["-d", "mroce0", "-p", p],
+                                  addrs=addrs, timeout=30)
+        if not ok:
+            continue
+        expect(name, "invalid data" not in cout + sout, "pingpong -c found invalid data")
+        expect(name, "GID ::ffff:127.0.0.%s" % ("3" if gid == "1" else "1") in cout,
+               "the client was not given the server's plane-%s GID" % gid)
+        for who, o in (("client", cout), ("server", sout)):
+            per_plane = re.findall(r"plane (\d) (\S+): tx_packets (\d+) rx_packets (\d+)", o)
+            print("    %s planes: %s" % (who, per_plane))
+            expect(name, len(per_plane) == 2 and all(int(t) > 0 and int(r) > 0 for _, _, t, r in per_plane),
+                   "%s: both planes must have sent and received" % who)
 
 
 def qperf():
