@@ -80,7 +80,7 @@ size, rnd, pl = int(sys.argv[2]), sys.argv[5], sys.argv[6]
 try:
     sj = json.load(open(sys.argv[4]))
 except (OSError, ValueError):
-    sj = {"engine": {"stage_copies": 0, "stage_cc_records": 0}}
+    sj = {"engine": {"stage_copies": 0, "stage_cc_records": 0, "udp_tx_packets": 0}}
 pps = j["engine"]["udp_tx_packets"] / j["seconds"]
 bare = {int(l.split()[2]): float(l.split()[3]) * 1e6 for l in open(sys.argv[3]) if l.startswith("memif-plain")}
 stages = ""
@@ -88,7 +88,8 @@ if pl != "none":
     stages = (f", stage copies (server) {sj['engine']['stage_copies']}, window records client "
               f"{j['engine']['stage_cc_records']} server {sj['engine']['stage_cc_records']}")
 print(f"mroce-perf  write {size:>5} B, pipeline {pl}: {pps/1e6:7.3f} Mpps sent by the client (data + control), "
-      f"{j['goodput_gbps']:7.3f} Gbit/s goodput, {j['msg_rate']:.0f} msg/s, retransmits {j['retransmits']}{stages}")
+      f"{j['goodput_gbps']:7.3f} Gbit/s goodput, {j['msg_rate']:.0f} msg/s, retransmits {j['retransmits']}, "
+      f"server sent {sj['engine']['udp_tx_packets'] / max(j['messages'], 1):.2f} packets (acks) per message{stages}")
 if size in bare:
     print(f"  messages/s vs the bare loop's packets/s at {size} B: {j['msg_rate'] / bare[size]:.2f}")
 with open(sys.argv[7], "a") as f:
