@@ -88,11 +88,18 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
             b.group_tx.push_back({t.bottleneck});
             break;
         }
-        case TopologyKind::planes: {
+        case TopologyKind::planes:
+        case TopologyKind::fat_tree: {
+            // fat_tree: check() derived spines from the oversubscription (fewer uplinks).
             PlanesConfig pc;
             pc.planes = f.planes;
             pc.spines = f.spines;
             pc.hosts_per_leaf = f.hosts_per_leaf;
+            if (f.topology == TopologyKind::fat_tree && f.tiers == 3) {
+                pc.tiers = 3;
+                pc.leaves_per_pod = pod_leaves(f);
+                pc.cores_per_agg = uint16_t(pod_leaves(f));
+            }
             pc.host_link = link;
             pc.spine_link = link;
             b.planes = build_planes(fab, hosts, pc);
@@ -369,6 +376,7 @@ Time base_rtt(const Scenario& s) {
     const uint32_t hops = f.topology == TopologyKind::pair ? 1
                           : f.topology == TopologyKind::star ? 2
                           : f.hosts_per_leaf >= f.hosts   ? 2
+                          : f.topology == TopologyKind::fat_tree && f.tiers == 3 ? 6
                                                           : 4;
     const uint32_t payload = s.transport == TransportKind::mroce ? s.engine.max_payload : s.roce.mtu;
     auto ser = [&](uint64_t bytes) { return Time(double(bytes) * 8e9 / double(f.link_bps)); };
@@ -548,8 +556,26 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         gs.mean_queue_bytes = samples ? double(sum) / double(samples) : 0.0;
         r.groups.push_back(gs);
     }
-    if (built.has_planes)
+    if (built.has_planes) {
         for (uint16_t p = 0; p < s.fabric.planes; ++p) r.plane_packets.push_back(plane_tx(fab, built, p) - plane_base[p]);
+        const PlanesTopology& t = built.planes;
+        const std::pair<const char*, const std::vector<LinkId>*> kinds[] = {
+            {"leaf_up", &t.leaf_spine}, {"agg_up", &t.agg_core},   {"core_down", &t.core_agg},
+            {"spine_down", &t.spine_leaf}, {"leaf_down", &t.down}};
+        for (const auto& [name, links] : kinds) {
+            if (links->empty()) continue;
+            RunResult::TierStats ts{name, links->size(), 0, UINT64_MAX, 0, 0, 0};
+            for (LinkId l : *links) {
+                const LinkCounters& c = fab.link(l).counters();
+                ts.tx_packets += c.tx_packets;
+                ts.min_link_tx_packets = std::min(ts.min_link_tx_packets, c.tx_packets);
+                ts.drop_queue += c.drop_queue;
+                ts.ce_marks += c.ce_marks;
+                ts.max_queue_bytes = std::max(ts.max_queue_bytes, c.max_queue_bytes);
+            }
+            r.tiers.push_back(ts);
+        }
+    }
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return r;
 }
@@ -598,6 +624,18 @@ std::string RunResult::json(const Scenario& s) const {
              ", \"mean_queue_bytes\": " + num(g.mean_queue_bytes) + "}";
     }
     o += "],\n";
+    if (!tiers.empty()) {
+        o += "  \"per_tier\": [";
+        for (size_t i = 0; i < tiers.size(); ++i) {
+            const TierStats& x = tiers[i];
+            o += std::string(i ? ",\n    " : "\n    ") + "{\"tier\": \"" + x.name + "\", \"links\": " +
+                 std::to_string(x.links) + ", \"tx_packets\": " + std::to_string(x.tx_packets) +
+                 ", \"min_link_tx_packets\": " + std::to_string(x.min_link_tx_packets) +
+                 ", \"drop_queue\": " + std::to_string(x.drop_queue) + ", \"ce_marks\": " + std::to_string(x.ce_marks) +
+                 ", \"max_queue_bytes\": " + std::to_string(x.max_queue_bytes) + "}";
+        }
+        o += "],\n";
+    }
     o += "  \"transport_stats\": {" + transport_stats + "},\n";
     o += "  \"wall_s\": " + num(wall_s) + "\n}\n";
     return o;

@@ -42,6 +42,15 @@ struct RunResult {
         uint64_t nic_max_queue_bytes = 0; // hosts' own first-hop links: what the NICs held
         double mean_queue_bytes = 0;      // backlog arrivals found at its switch ports, averaged over arrivals
     };
+    // planes and fat_tree: per kind of link, all planes together (leaf_up:
+    // leaf -> spine or aggregation; agg_up, core_down: tiers = 3 only;
+    // spine_down: spine or aggregation -> leaf; leaf_down: leaf -> host).
+    struct TierStats {
+        std::string name;
+        uint64_t links = 0, tx_packets = 0, min_link_tx_packets = 0;
+        uint64_t drop_queue = 0, ce_marks = 0, max_queue_bytes = 0;
+    };
+    std::vector<TierStats> tiers;
     std::string group_kind;
     std::vector<GroupStats> groups;
     Time base_rtt = 0;               // one full data packet out, a header-only ack back, unloaded

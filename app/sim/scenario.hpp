@@ -16,7 +16,7 @@
 
 namespace mroce::simapp {
 
-enum class TopologyKind { pair, star, planes };
+enum class TopologyKind { pair, star, planes, fat_tree };
 enum class TransportKind { mroce, roce };
 enum class WorkloadKind { ring_allreduce, incast, all_to_all, permutation };
 enum class EventAction { plane_down, plane_up, link_down, link_up };
@@ -28,6 +28,16 @@ struct FabricSpec {
     uint16_t spines = 4;
     uint32_t hosts_per_leaf = 1;
     uint16_t pair_paths = 4;         // topology = pair: parallel paths
+    bool spines_given = false;       // fat_tree derives spines; saying it is refused
+    // topology = fat_tree (planes of leaf-spine, drivers/sim build_planes):
+    // tiers 2 or 3; oversubscription = the leaves' downlink:uplink capacity,
+    // reached by fewer uplinks (spines = hosts_per_leaf / oversubscription,
+    // derived by check()); tiers = 3: pods of leaves_per_pod leaves, each
+    // aggregation switch with leaves_per_pod core uplinks (non-blocking above
+    // the leaves).
+    uint16_t tiers = 2;
+    double oversubscription = 1;
+    uint32_t leaves_per_pod = 0;     // tiers = 3 (0: 2)
     uint64_t link_bps = 100'000'000'000;
     Time link_delay = 1'000;         // ns per link
     uint64_t buffer_bytes = 1 << 20; // per output queue
@@ -38,7 +48,7 @@ struct FabricSpec {
     bool pfc = false;                // priority flow control (RoCEv2 runs)
     uint64_t pfc_xoff_bytes = 32 << 10;   // per ingress port: pause it above this
     uint64_t pfc_xon_bytes = 16 << 10;    // ... resume it below this
-    // One hot link (topology = planes): plane 0's link between leaf hot_leaf
+    // One hot link (topology = planes or fat_tree): plane 0's link between leaf hot_leaf
     // and spine hot_spine, both directions, runs at hot_gbps (0: none).
     uint64_t hot_bps = 0;
     uint32_t hot_leaf = 0;
@@ -108,6 +118,12 @@ Scenario parse_scenario(std::string_view text, const std::string& origin = "<sce
 Scenario load_scenario(const std::string& path);
 // "key=value" overrides as from the command line, e.g. "fabric.path_loss=0.01".
 void override_scenario(Scenario& s, const std::string& assignment);
+
+// planes or fat_tree: build_planes' leaf-spine planes (plane events, hot link).
+inline bool leaf_spine(const FabricSpec& f) noexcept {
+    return f.topology == TopologyKind::planes || f.topology == TopologyKind::fat_tree;
+}
+inline uint32_t pod_leaves(const FabricSpec& f) noexcept { return f.leaves_per_pod ? f.leaves_per_pod : 2; }
 
 const char* to_string(TransportKind k) noexcept;
 const char* to_string(WorkloadKind k) noexcept;

@@ -324,3 +324,118 @@ TEST_CASE("a hot link slows the baseline's ring QP that ECMP pins onto it; bad h
     INFO("cool " << cool.jct << " ns, slowest hot " << slowest << " ns");
     CHECK(slowest > 1.5 * double(cool.jct));
 }
+
+namespace {
+
+// 8 hosts, 4 per leaf (2 leaves): the leaves' uplinks are where an
+// oversubscribed two-tier fat-tree congests.
+const char* kFatTree = R"(
+[scenario]
+seed = 5
+[fabric]
+topology = fat_tree
+tiers = 2
+hosts = 8
+hosts_per_leaf = 4
+oversubscription = 1
+link_gbps = 100
+link_delay_ns = 1000
+buffer_bytes = 262144
+ecn_threshold_bytes = 65536
+[engine]
+paths = 4
+[workload]
+kind = all_to_all
+bytes = 2097152
+)";
+
+const RunResult::TierStats& tier(const RunResult& r, const std::string& name) {
+    for (const auto& t : r.tiers)
+        if (t.name == name) return t;
+    FAIL("no tier " << name);
+    return r.tiers.front();
+}
+
+}  // namespace
+
+TEST_CASE("fat-tree sizes are derived from hosts and the oversubscription; impossible ones are named", "[mroce-sim][fat-tree]") {
+    Scenario s = parse_scenario(kFatTree, "ft");
+    CHECK(s.fabric.spines == 4);  // 4 hosts per leaf, 1:1
+    override_scenario(s, "fabric.oversubscription=4");
+    CHECK(s.fabric.spines == 1);
+    CHECK(s.engine.rx_capacity_mbps == 100'000);
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.oversubscription=3"), Catch::Contains("'oversubscription'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hosts_per_leaf=3"), Catch::Contains("'hosts_per_leaf'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hosts_per_leaf=8"), Catch::Contains("'hosts_per_leaf'"));  // one leaf
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.spines=2"), Catch::Contains("'spines'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.tiers=4"), Catch::Contains("'tiers'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.leaves_per_pod=2"), Catch::Contains("'leaves_per_pod'"));  // tiers = 2
+    s = parse_scenario(kFatTree, "ft");  // 2 leaves, 2 per pod by default: one pod
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.tiers=3"), Catch::Contains("'leaves_per_pod'"));
+    s = parse_scenario(kFatTree, "ft");
+    override_scenario(s, "fabric.hosts_per_leaf=2");
+    override_scenario(s, "fabric.tiers=3");  // 4 leaves, 2 pods
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.leaves_per_pod=3"), Catch::Contains("'leaves_per_pod'"));
+    CHECK(refusal("[fabric]\ntopology = planes\ntiers = 3\n").find("'tiers'") != std::string::npos);
+    CHECK(refusal("[fabric]\ntopology = planes\noversubscription = 2\n").find("'oversubscription'") != std::string::npos);
+    CHECK(refusal("[fabric]\ntopology = fat_tree\nhosts = 8\nhosts_per_leaf = 4\noversubscription = 0.5\n")
+              .find("'oversubscription'") != std::string::npos);
+}
+
+TEST_CASE("an oversubscribed fat-tree congests at the leaf uplinks: less all-to-all goodput", "[mroce-sim][fat-tree]") {
+    Scenario s = parse_scenario(kFatTree, "ft");
+    const RunResult full = run_scenario(s);
+    override_scenario(s, "fabric.oversubscription=4");
+    const RunResult over = run_scenario(s);
+    REQUIRE(full.completed);
+    REQUIRE(over.completed);
+    CHECK(full.ops == 8 * 7);
+    CHECK(over.failed_ops == 0);
+    const auto& fu = tier(full, "leaf_up");
+    const auto& ou = tier(over, "leaf_up");
+    INFO("1:1 " << full.aggregate_gbps << " Gbit/s (leaf uplinks: " << fu.links << " links, " << fu.drop_queue
+                << " drops, " << fu.ce_marks << " CE), 4:1 " << over.aggregate_gbps << " Gbit/s (" << ou.links
+                << " links, " << ou.drop_queue << " drops, " << ou.ce_marks << " CE)");
+    CHECK(fu.links == 2 * 4);
+    CHECK(ou.links == 2 * 1);
+    CHECK(over.aggregate_gbps < 0.7 * full.aggregate_gbps);
+    CHECK(ou.drop_queue + ou.ce_marks > 0);
+    CHECK(ou.drop_queue + ou.ce_marks > 4 * (fu.drop_queue + fu.ce_marks));
+    // The baseline congests there too.
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult roce = run_scenario(s);
+    REQUIRE(roce.completed);
+    CHECK(tier(roce, "leaf_up").drop_queue + tier(roce, "leaf_up").ce_marks > 0);
+}
+
+TEST_CASE("a three-tier fat-tree routes every host pair over every aggregation and core link", "[mroce-sim][fat-tree]") {
+    // 8 hosts, 2 per leaf, 2 leaves per pod: 2 pods of 2 leaves and 2
+    // aggregation switches, 2 groups of 2 cores.
+    Scenario s = parse_scenario(kFatTree, "ft3");
+    override_scenario(s, "fabric.hosts_per_leaf=2");
+    override_scenario(s, "fabric.tiers=3");
+    override_scenario(s, "fabric.planes=2");
+    override_scenario(s, "workload.bytes=1048576");
+    const RunResult r = run_scenario(s);
+    REQUIRE(r.completed);
+    CHECK(r.ops == 8 * 7);
+    CHECK(r.failed_ops == 0);
+    REQUIRE(r.tiers.size() == 5);
+    for (const auto& t : r.tiers) {
+        INFO(t.name << ": " << t.links << " links, " << t.tx_packets << " packets, least " << t.min_link_tx_packets);
+        CHECK(t.min_link_tx_packets > 0);
+    }
+    // per plane: 4 leaves x 2 aggregations; 2 pods x 2 aggregations x 2 cores
+    CHECK(tier(r, "leaf_up").links == 2 * 4 * 2);
+    CHECK(tier(r, "agg_up").links == 2 * 2 * 2 * 2);
+    CHECK(tier(r, "core_down").links == 2 * 2 * 2 * 2);
+    // Half the destinations of each host are in the other pod: the cores carry a fair part.
+    CHECK(tier(r, "agg_up").tx_packets > tier(r, "leaf_up").tx_packets / 3);
+    REQUIRE(r.plane_packets.size() == 2);
+    CHECK(r.plane_packets[1] > 0);
+}
