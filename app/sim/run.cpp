@@ -267,6 +267,92 @@ private:
     uint64_t done_ = 0;
 };
 
+// Tree all-reduce over a binary tree of the hosts (rank i's parent is
+// (i - 1) / 2, its children 2i + 1 and 2i + 2; NCCL runs two such trees,
+// this is one): reduce up, then broadcast down, each host's `bytes` in
+// `slices` WRITEs as the ring pipelines them. A host sends slice j to its
+// parent once slice j arrived from every child (a leaf at once); the root,
+// once it has slice j from every child, sends it down, and a host forwards a
+// slice it received from its parent to each child. At most `window` WRITEs
+// of one host in flight (0: no cap), as the ring.
+class TreeAllReduce final : public Workload {
+public:
+    TreeAllReduce(uint32_t n, uint64_t bytes, uint32_t slices, uint32_t window)
+        : n_(n), slices_(slices), window_(window), have_(size_t(n) * slices, 0), ready_(n), outstanding_(n, 0),
+          sent_(n, 0) {
+        slice_bytes_ = std::max<uint64_t>(1, bytes / slices);
+        last_slice_bytes_ = std::max<uint64_t>(1, bytes - slice_bytes_ * (slices - 1));
+    }
+    // Connection 2(i - 1): i -> parent (reduce); 2(i - 1) + 1: parent -> i (broadcast).
+    std::vector<std::pair<uint32_t, uint32_t>> pairs() const override {
+        std::vector<std::pair<uint32_t, uint32_t>> p;
+        for (uint32_t i = 1; i < n_; ++i) {
+            p.emplace_back(i, parent(i));
+            p.emplace_back(parent(i), i);
+        }
+        return p;
+    }
+    void start(Cluster& c) override {
+        for (uint32_t i = 0; i < n_; ++i) {
+            if (children(i) == 0)
+                for (uint32_t j = 0; j < slices_; ++j) reduced(c, i, j);
+            pump(c, i);
+        }
+    }
+    void on_done(Cluster& c, const Done& d, Time) override {
+        // tag: down << 63 | child rank << 32 | slice
+        const bool down = d.tag >> 63;
+        const uint32_t child = uint32_t(d.tag >> 32) & 0x7fffffff;
+        const uint32_t j = uint32_t(d.tag);
+        const uint32_t sender = down ? parent(child) : child;
+        ++done_;
+        --outstanding_[sender];
+        if (down) {
+            send_down(child, j);
+            pump(c, child);
+        } else {
+            const uint32_t p = parent(child);
+            if (++have_[size_t(p) * slices_ + j] == children(p)) reduced(c, p, j);
+            pump(c, p);
+        }
+        pump(c, sender);
+    }
+    bool finished() const override { return done_ == ops(); }
+    uint64_t ops() const override { return uint64_t(2) * (n_ - 1) * slices_; }
+    uint64_t sent_by(uint32_t h) const override { return sent_[h]; }
+
+private:
+    static uint32_t parent(uint32_t i) { return (i - 1) / 2; }
+    uint32_t children(uint32_t i) const { return (2 * i + 1 < n_) + (2 * i + 2 < n_); }
+    // Slice j is reduced at i (from its own and all its children's): up, or at the root down.
+    void reduced(Cluster&, uint32_t i, uint32_t j) {
+        if (i == 0) send_down(0, j);
+        else ready_[i].push_back(uint64_t(i) << 32 | j);
+    }
+    void send_down(uint32_t i, uint32_t j) {
+        for (uint32_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < n_; ++ch) ready_[i].push_back(1ull << 63 | uint64_t(ch) << 32 | j);
+    }
+    void pump(Cluster& c, uint32_t i) {
+        while (!ready_[i].empty() && (window_ == 0 || outstanding_[i] < window_)) {
+            const uint64_t tag = ready_[i].front();
+            ready_[i].pop_front();
+            const bool down = tag >> 63;
+            const uint32_t child = uint32_t(tag >> 32) & 0x7fffffff;
+            const uint64_t b = uint32_t(tag) + 1 == slices_ ? last_slice_bytes_ : slice_bytes_;
+            c.write(2 * (child - 1) + (down ? 1 : 0), b, tag);
+            sent_[i] += b;
+            ++outstanding_[i];
+        }
+    }
+    uint32_t n_, slices_, window_;
+    uint64_t slice_bytes_ = 1, last_slice_bytes_ = 1;
+    std::vector<uint32_t> have_;                 // [rank * slices + j]: children whose slice j arrived
+    std::vector<std::deque<uint64_t>> ready_;    // per sender: tags of WRITEs ready to post
+    std::vector<uint32_t> outstanding_;
+    std::vector<uint64_t> sent_;
+    uint64_t done_ = 0;
+};
+
 // N:1 incast: every host but 0 writes `bytes` to host 0 at once.
 class Incast final : public Workload {
 public:
@@ -414,6 +500,9 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding,
                                                                             s.workload.streams);
             break;
+        case WorkloadKind::tree_allreduce:
+            wl = std::make_unique<TreeAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding);
+            break;
         case WorkloadKind::incast: wl = std::make_unique<Incast>(n, s.workload.bytes); break;
         case WorkloadKind::all_to_all:
         case WorkloadKind::permutation:
@@ -507,6 +596,9 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     r.completed = wl->finished();
     r.ops = r.op_times.size();
     r.jct = fab.now() - start;
+    for (uint32_t i = 0; i < n; ++i) r.placed_bytes += cluster->rx_bytes(i) - rx0[i];
+    if (s.workload.kind == WorkloadKind::ring_allreduce || s.workload.kind == WorkloadKind::tree_allreduce)
+        r.algbw_gbps = double(s.workload.bytes) * 8.0 / double(std::max<Time>(r.jct, 1));
     for (uint32_t i = 0; i < n; ++i) {
         const double g = double(wl->sent_by(i)) * 8.0 / double(std::max<Time>(r.jct, 1));
         r.host_gbps.push_back(g);
@@ -601,6 +693,7 @@ std::string RunResult::json(const Scenario& s) const {
          ", \"p99\": " + num(pct(0.99)) + ", \"max\": " + num(t.empty() ? 0.0 : double(t.back()) / 1e3) + "},\n";
     o += "  \"op_duration_us\": {\"p50\": " + num(pct_of(du, 0.5)) + ", \"p99\": " + num(pct_of(du, 0.99)) +
          ", \"max\": " + num(du.empty() ? 0.0 : double(du.back()) / 1e3) + "},\n";
+    o += "  \"placed_bytes\": " + std::to_string(placed_bytes) + ", \"algbw_gbps\": " + num(algbw_gbps) + ",\n";
     o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) +
          ", \"jain_from_2rtt\": " + num(jain_from_2rtt) + ", \"base_rtt_us\": " + num(double(base_rtt) / 1e3) + ",\n";
     o += "  \"host_gbps\": [";

@@ -20,6 +20,8 @@ struct RunResult {
     Time jct = 0;                    // job completion time from the workload's start, ns
     std::vector<double> host_gbps;   // payload each host sent / jct
     double aggregate_gbps = 0;
+    uint64_t placed_bytes = 0;       // payload placed at all hosts during the workload, each byte once
+    double algbw_gbps = 0;           // all-reduces: bytes (one host's buffer) / jct, NCCL's algorithm bandwidth
     std::vector<Time> op_times;      // each op's completion time (incast: per sender)
     std::vector<Time> op_durations;  // each op's completion time from its own post (flow completion time)
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)

@@ -127,6 +127,7 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
             wl.kind = parse_enum<WorkloadKind>(
                 w, v,
                 {{"ring_allreduce", WorkloadKind::ring_allreduce},
+                 {"tree_allreduce", WorkloadKind::tree_allreduce},
                  {"incast", WorkloadKind::incast},
                  {"all_to_all", WorkloadKind::all_to_all},
                  {"permutation", WorkloadKind::permutation}});
@@ -230,8 +231,9 @@ void check(Scenario& s) {
     if (f.hot_bps && f.hot_leaf >= (f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf)
         bad("key 'hot_leaf': no leaf " + std::to_string(f.hot_leaf) + " (" +
             std::to_string((f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf) + " leaves)");
-    if (s.workload.slices > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
-        bad("key 'slices': slices are for kind = ring_allreduce");
+    const bool allreduce =
+        s.workload.kind == WorkloadKind::ring_allreduce || s.workload.kind == WorkloadKind::tree_allreduce;
+    if (s.workload.slices > 1 && !allreduce) bad("key 'slices': slices are for kind = ring_allreduce or tree_allreduce");
     if (s.workload.streams > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
         bad("key 'streams': streams are for kind = ring_allreduce");
     if (s.workload.kind == WorkloadKind::incast && f.topology == TopologyKind::pair && f.hosts != 2)
@@ -256,6 +258,7 @@ const char* to_string(TransportKind k) noexcept { return k == TransportKind::mro
 const char* to_string(WorkloadKind k) noexcept {
     switch (k) {
         case WorkloadKind::ring_allreduce: return "ring_allreduce";
+        case WorkloadKind::tree_allreduce: return "tree_allreduce";
         case WorkloadKind::incast: return "incast";
         case WorkloadKind::all_to_all: return "all_to_all";
         case WorkloadKind::permutation: return "permutation";

@@ -18,7 +18,7 @@ namespace mroce::simapp {
 
 enum class TopologyKind { pair, star, planes, fat_tree };
 enum class TransportKind { mroce, roce };
-enum class WorkloadKind { ring_allreduce, incast, all_to_all, permutation };
+enum class WorkloadKind { ring_allreduce, tree_allreduce, incast, all_to_all, permutation };
 enum class EventAction { plane_down, plane_up, link_down, link_up };
 
 struct FabricSpec {

@@ -439,3 +439,42 @@ TEST_CASE("a three-tier fat-tree routes every host pair over every aggregation a
     REQUIRE(r.plane_packets.size() == 2);
     CHECK(r.plane_packets[1] > 0);
 }
+
+TEST_CASE("tree all-reduce: reduce up, broadcast down, every byte placed; mroce beats go-back-N under loss", "[mroce-sim][tree]") {
+    // 7 hosts: a full binary tree of depth 2; 8 slices, at most 4 in flight per host.
+    Scenario s = parse_scenario(kRing, "tree");
+    for (const char* o : {"fabric.hosts=7", "workload.kind=tree_allreduce", "workload.bytes=2097152",
+                          "workload.slices=8", "workload.slices_outstanding=4"})
+        override_scenario(s, o);
+    const RunResult m0 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0.01");
+    const RunResult m1 = run_scenario(s);
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult r1 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0");
+    const RunResult r0 = run_scenario(s);
+    for (const RunResult* r : {&m0, &m1, &r0, &r1}) {
+        REQUIRE(r->completed);
+        CHECK(r->failed_ops == 0);
+        CHECK(r->ops == 2 * 6 * 8);
+        // Every edge carries the buffer once up and once down.
+        CHECK(r->placed_bytes == 2 * 6 * uint64_t(2097152));
+        CHECK(r->algbw_gbps > 0);
+    }
+    // Goodput as the ring's: what each host sent / time; a leaf sends its
+    // buffer once (up), an inner host 3 times (up, to two children), the root twice.
+    const double leaf = m0.host_gbps[6], inner = m0.host_gbps[1], root = m0.host_gbps[0];
+    CHECK(inner == Approx(3 * leaf));
+    CHECK(root == Approx(2 * leaf));
+    INFO("mroce " << m0.algbw_gbps << " -> " << m1.algbw_gbps << " Gbit/s algbw, RoCEv2 " << r0.algbw_gbps << " -> "
+                  << r1.algbw_gbps);
+    CHECK(m1.fabric_drops > 0);
+    CHECK(r1.fabric_drops > 0);
+    CHECK(m1.aggregate_gbps >= 0.8 * m0.aggregate_gbps);
+    CHECK(m1.aggregate_gbps > 1.5 * r1.aggregate_gbps);
+    CHECK(m1.jct < r1.jct);
+    // slices belong to the all-reduces only.
+    override_scenario(s, "workload.slices=1");
+    override_scenario(s, "workload.kind=permutation");
+    CHECK_THROWS_WITH(override_scenario(s, "workload.slices=2"), Catch::Contains("'slices'"));
+}
