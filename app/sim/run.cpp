@@ -197,6 +197,10 @@ public:
     virtual bool finished() const = 0;
     virtual uint64_t ops() const = 0;
     virtual uint64_t sent_by(uint32_t host) const = 0;
+    // Operation classes reported apart (flow completion times per class);
+    // none by default.
+    virtual std::vector<std::string> class_names() const { return {}; }
+    virtual size_t op_class(uint64_t /*tag*/) const { return 0; }
 };
 
 // Ring all-reduce: reduce-scatter then all-gather, 2(N-1) steps of bytes/N
@@ -421,6 +425,72 @@ private:
     uint64_t done_ = 0;
 };
 
+// Long flows plus short flows (kind = mix): hosts 0 .. L-1 each write
+// `bytes` to host (i + N/2) mod N at the start; short_flows WRITEs of
+// short_bytes arrive as a Poisson process (exponential gaps of mean
+// 1/short_rate_per_us, from the scenario's seed), each from a host drawn
+// among L .. N-1 to one drawn among all others, posted at its arrival time
+// (a fabric event) on the connection of its host pair (one per pair: short
+// flows between the same pair queue behind each other, as on one QP).
+class Mix final : public Workload {
+public:
+    Mix(Fabric& fab, uint32_t n, const WorkloadSpec& w, uint64_t seed)
+        : fab_(fab), n_(n), long_(std::min(n - 1, long_hosts(w, n))), bytes_(w.bytes), short_bytes_(w.short_bytes),
+          sent_(n, 0), conn_of_(size_t(n) * n, UINT32_MAX) {
+        for (uint32_t i = 0; i < long_; ++i) {
+            pairs_.emplace_back(i, (i + std::max<uint32_t>(1, n / 2)) % n);
+            sent_[i] += bytes_;
+        }
+        Rng rng(splitmix64(seed ^ 0x5a0f7u));
+        double t_us = 0;
+        for (uint32_t k = 0; k < w.short_flows; ++k) {
+            t_us += -std::log1p(-rng.uniform()) / w.short_rate_per_us;
+            const uint32_t src = long_ + uint32_t(rng.below(n - long_));
+            uint32_t dst = uint32_t(rng.below(n - 1));
+            if (dst >= src) ++dst;
+            uint32_t& c = conn_of_[size_t(src) * n + dst];
+            if (c == UINT32_MAX) {
+                c = uint32_t(pairs_.size());
+                pairs_.emplace_back(src, dst);
+            }
+            arrivals_.push_back(Arrival{Time(t_us * 1e3), src, c});
+            sent_[src] += short_bytes_;
+        }
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> pairs() const override { return pairs_; }
+    void start(Cluster& c) override {
+        for (uint32_t i = 0; i < long_; ++i) c.write(i, bytes_, i);
+        const Time t0 = fab_.now();
+        for (size_t k = 0; k < arrivals_.size(); ++k)
+            fab_.at(t0 + arrivals_[k].at, [this, &c, k] {
+                const Arrival& a = arrivals_[k];
+                c.write(a.conn, short_bytes_, kShort | k);
+                fab_.kick(c.host(a.src));
+            });
+    }
+    void on_done(Cluster&, const Done&, Time) override { ++done_; }
+    bool finished() const override { return done_ == ops(); }
+    uint64_t ops() const override { return long_ + arrivals_.size(); }
+    uint64_t sent_by(uint32_t h) const override { return sent_[h]; }
+    std::vector<std::string> class_names() const override { return {"long", "short"}; }
+    size_t op_class(uint64_t tag) const override { return tag & kShort ? 1 : 0; }
+
+private:
+    static constexpr uint64_t kShort = 1ull << 40;
+    struct Arrival {
+        Time at;  // from the workload's start
+        uint32_t src, conn;
+    };
+    Fabric& fab_;
+    uint32_t n_, long_;
+    uint64_t bytes_, short_bytes_;
+    std::vector<std::pair<uint32_t, uint32_t>> pairs_;
+    std::vector<Arrival> arrivals_;
+    std::vector<uint64_t> sent_;
+    std::vector<uint32_t> conn_of_;  // [src * n + dst]: the short flows' connection
+    uint64_t done_ = 0;
+};
+
 // The cluster as the workloads see it, noting when each operation was
 // posted so its duration (flow completion time) can be reported. Tags are
 // unique per operation in every workload.
@@ -478,6 +548,11 @@ double jain(const std::vector<double>& x) {
     return s2 > 0 ? s * s / (double(x.size()) * s2) : 0.0;
 }
 
+// The q-quantile of sorted ns values, in us (0 if none; q = 1: the max).
+double percentile_us(const std::vector<Time>& sorted, double q) {
+    return sorted.empty() ? 0.0 : double(sorted[std::min(sorted.size() - 1, size_t(q * double(sorted.size())))]) / 1e3;
+}
+
 std::string num(double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.6g", std::isfinite(v) ? v : 0.0);
@@ -504,6 +579,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
             wl = std::make_unique<TreeAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding);
             break;
         case WorkloadKind::incast: wl = std::make_unique<Incast>(n, s.workload.bytes); break;
+        case WorkloadKind::mix: wl = std::make_unique<Mix>(fab, n, s.workload, s.seed); break;
         case WorkloadKind::all_to_all:
         case WorkloadKind::permutation:
             wl = std::make_unique<Flows>(n, s.workload.bytes, s.workload.conns_per_pair,
@@ -544,6 +620,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     const Time at_2rtt = start + 2 * r.base_rtt;
     Time next_sample = s.sample_interval ? start + s.sample_interval : kNever;
     Time last_sample = start;
+    for (const std::string& name : wl->class_names()) r.classes.push_back({name, {}});
     Timed timed(*cluster, fab);
     wl->start(timed);
     std::vector<Done> done;
@@ -560,6 +637,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
             if (!d.ok) ++r.failed_ops;
             r.op_times.push_back(fab.now() - start);
             r.op_durations.push_back(timed.finish(d.tag));
+            if (!r.classes.empty()) r.classes[wl->op_class(d.tag)].durations.push_back(r.op_durations.back());
             wl->on_done(timed, d, fab.now() - start);
         }
         if (fab.now() >= next_sample) {
@@ -672,13 +750,17 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     return r;
 }
 
+double RunResult::OpClass::pct(double q) const {
+    std::vector<Time> v = durations;
+    std::sort(v.begin(), v.end());
+    return percentile_us(v, q);
+}
+
 std::string RunResult::json(const Scenario& s) const {
     std::vector<Time> t = op_times, du = op_durations;
     std::sort(t.begin(), t.end());
     std::sort(du.begin(), du.end());
-    auto pct_of = [](const std::vector<Time>& v, double q) -> double {
-        return v.empty() ? 0.0 : double(v[std::min(v.size() - 1, size_t(q * double(v.size())))]) / 1e3;
-    };
+    const auto& pct_of = percentile_us;
     auto pct = [&](double q) { return pct_of(t, q); };
     std::string o = "{\n";
     o += "  \"scenario\": \"" + s.origin + "\",\n";
@@ -693,6 +775,14 @@ std::string RunResult::json(const Scenario& s) const {
          ", \"p99\": " + num(pct(0.99)) + ", \"max\": " + num(t.empty() ? 0.0 : double(t.back()) / 1e3) + "},\n";
     o += "  \"op_duration_us\": {\"p50\": " + num(pct_of(du, 0.5)) + ", \"p99\": " + num(pct_of(du, 0.99)) +
          ", \"max\": " + num(du.empty() ? 0.0 : double(du.back()) / 1e3) + "},\n";
+    if (!classes.empty()) {
+        o += "  \"fct_us\": {";
+        for (size_t i = 0; i < classes.size(); ++i)
+            o += std::string(i ? ", " : "") + "\"" + classes[i].name + "\": {\"count\": " +
+                 std::to_string(classes[i].durations.size()) + ", \"p50\": " + num(classes[i].pct(0.5)) +
+                 ", \"p99\": " + num(classes[i].pct(0.99)) + ", \"max\": " + num(classes[i].pct(1)) + "}";
+        o += "},\n";
+    }
     o += "  \"placed_bytes\": " + std::to_string(placed_bytes) + ", \"algbw_gbps\": " + num(algbw_gbps) + ",\n";
     o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) +
          ", \"jain_from_2rtt\": " + num(jain_from_2rtt) + ", \"base_rtt_us\": " + num(double(base_rtt) / 1e3) + ",\n";

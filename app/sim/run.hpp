@@ -24,6 +24,13 @@ struct RunResult {
     double algbw_gbps = 0;           // all-reduces: bytes (one host's buffer) / jct, NCCL's algorithm bandwidth
     std::vector<Time> op_times;      // each op's completion time (incast: per sender)
     std::vector<Time> op_durations;  // each op's completion time from its own post (flow completion time)
+    // mix: flow completion times (from each op's own post) per class, "long" and "short".
+    struct OpClass {
+        std::string name;
+        std::vector<Time> durations;
+        double pct(double q) const;  // us; q = 1: the max
+    };
+    std::vector<OpClass> classes;
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
     std::string transport_stats;     // JSON members
     uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;

@@ -130,13 +130,18 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
                  {"tree_allreduce", WorkloadKind::tree_allreduce},
                  {"incast", WorkloadKind::incast},
                  {"all_to_all", WorkloadKind::all_to_all},
-                 {"permutation", WorkloadKind::permutation}});
+                 {"permutation", WorkloadKind::permutation},
+                 {"mix", WorkloadKind::mix}});
         else if (k == "bytes") wl.bytes = parse_uint(w, v, 1, 1024 * kGiB);
         else if (k == "chunk_bytes") wl.chunk_bytes = uint32_t(parse_uint(w, v, 4096, 1u << 30));
         else if (k == "conns_per_pair") wl.conns_per_pair = uint32_t(parse_uint(w, v, 1, 4096));
         else if (k == "slices") wl.slices = uint32_t(parse_uint(w, v, 1, 65536));
         else if (k == "slices_outstanding") wl.slices_outstanding = uint32_t(parse_uint(w, v, 0, 65536));
         else if (k == "streams") wl.streams = uint32_t(parse_uint(w, v, 1, 64));
+        else if (k == "long_hosts") wl.long_hosts = uint32_t(parse_uint(w, v, 0, 4095));
+        else if (k == "short_bytes") wl.short_bytes = parse_uint(w, v, 1, kGiB);
+        else if (k == "short_flows") wl.short_flows = uint32_t(parse_uint(w, v, 0, 10'000'000));
+        else if (k == "short_rate_per_us") wl.short_rate_per_us = parse_real(w, v, 1e-6, 1e6);
         else if (k == "time_limit_ms") wl.time_limit = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
         else return false;
     } else if (sec == "event") {
@@ -234,6 +239,19 @@ void check(Scenario& s) {
     const bool allreduce =
         s.workload.kind == WorkloadKind::ring_allreduce || s.workload.kind == WorkloadKind::tree_allreduce;
     if (s.workload.slices > 1 && !allreduce) bad("key 'slices': slices are for kind = ring_allreduce or tree_allreduce");
+    {
+        const WorkloadSpec& w = s.workload;
+        const WorkloadSpec dflt;
+        const bool mix = w.kind == WorkloadKind::mix;
+        if (!mix && w.long_hosts != dflt.long_hosts) bad("key 'long_hosts': for kind = mix");
+        if (!mix && w.short_bytes != dflt.short_bytes) bad("key 'short_bytes': for kind = mix");
+        if (!mix && w.short_flows != dflt.short_flows) bad("key 'short_flows': for kind = mix");
+        if (!mix && w.short_rate_per_us != dflt.short_rate_per_us) bad("key 'short_rate_per_us': for kind = mix");
+        if (mix && w.long_hosts != dflt.long_hosts && w.long_hosts >= f.hosts)
+            bad("key 'long_hosts': " + std::to_string(w.long_hosts) + " leaves no host for the short flows (hosts = " +
+                std::to_string(f.hosts) + ")");
+        if (mix && w.conns_per_pair != 1) bad("key 'conns_per_pair': kind = mix opens one connection per flow's host pair");
+    }
     if (s.workload.streams > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
         bad("key 'streams': streams are for kind = ring_allreduce");
     if (s.workload.kind == WorkloadKind::incast && f.topology == TopologyKind::pair && f.hosts != 2)
@@ -262,6 +280,7 @@ const char* to_string(WorkloadKind k) noexcept {
         case WorkloadKind::incast: return "incast";
         case WorkloadKind::all_to_all: return "all_to_all";
         case WorkloadKind::permutation: return "permutation";
+        case WorkloadKind::mix: return "mix";
     }
     return "?";
 }

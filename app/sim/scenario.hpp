@@ -18,7 +18,7 @@ namespace mroce::simapp {
 
 enum class TopologyKind { pair, star, planes, fat_tree };
 enum class TransportKind { mroce, roce };
-enum class WorkloadKind { ring_allreduce, tree_allreduce, incast, all_to_all, permutation };
+enum class WorkloadKind { ring_allreduce, tree_allreduce, incast, all_to_all, permutation, mix };
 enum class EventAction { plane_down, plane_up, link_down, link_up };
 
 struct FabricSpec {
@@ -89,7 +89,19 @@ struct WorkloadSpec {
     // baseline keeps one QP per neighbour.
     uint32_t streams = 1;
     Time time_limit = 10'000'000'000;
+    // mix: hosts 0 .. long_hosts-1 each write `bytes` to host (i + N/2) mod N
+    // (long flows, a permutation) while short_flows WRITEs of short_bytes
+    // arrive as a Poisson process of short_rate_per_us (all hosts together)
+    // at the other hosts, each from a host drawn at random among them to a
+    // host drawn at random among all but itself (seeded).
+    uint32_t long_hosts = UINT32_MAX;  // UINT32_MAX: hosts / 2
+    uint64_t short_bytes = 64 << 10;
+    uint32_t short_flows = 64;
+    double short_rate_per_us = 0.5;
 };
+inline uint32_t long_hosts(const WorkloadSpec& w, uint32_t hosts) noexcept {
+    return w.long_hosts == UINT32_MAX ? hosts / 2 : w.long_hosts;
+}
 
 struct EventSpec {
     size_t line = 0;

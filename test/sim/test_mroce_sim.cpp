@@ -478,3 +478,43 @@ TEST_CASE("tree all-reduce: reduce up, broadcast down, every byte placed; mroce 
     override_scenario(s, "workload.kind=permutation");
     CHECK_THROWS_WITH(override_scenario(s, "workload.slices=2"), Catch::Contains("'slices'"));
 }
+
+TEST_CASE("a long/short mix reports both classes; mroce's short flows finish sooner than go-back-N's under loss", "[mroce-sim][mix]") {
+    // 8 hosts: 0..3 each send 4 MiB to 4..7; 64 short flows of 32 KiB
+    // arrive at 1 per us from hosts 4..7 to random others.
+    Scenario s = parse_scenario(kRing, "mix");
+    for (const char* o : {"fabric.hosts=8", "workload.kind=mix", "workload.bytes=4194304", "workload.short_bytes=32768",
+                          "workload.short_flows=64", "workload.short_rate_per_us=1", "fabric.path_loss=0.01"})
+        override_scenario(s, o);
+    const RunResult m = run_scenario(s);
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult r = run_scenario(s);
+    for (const RunResult* x : {&m, &r}) {
+        REQUIRE(x->completed);
+        CHECK(x->failed_ops == 0);
+        CHECK(x->ops == 4 + 64);
+        REQUIRE(x->classes.size() == 2);
+        CHECK(x->classes[0].name == "long");
+        CHECK(x->classes[0].durations.size() == 4);
+        CHECK(x->classes[1].name == "short");
+        CHECK(x->classes[1].durations.size() == 64);
+        CHECK(x->placed_bytes == 4 * 4194304ull + 64 * 32768ull);
+        CHECK(x->json(s).find("\"fct_us\": {\"long\": {\"count\": 4") != std::string::npos);
+        CHECK(x->classes[1].pct(0.5) < x->classes[0].pct(0.5));  // short flows are short
+    }
+    INFO("short p50/p99: mroce " << m.classes[1].pct(0.5) << "/" << m.classes[1].pct(0.99) << " us, RoCEv2 "
+                                 << r.classes[1].pct(0.5) << "/" << r.classes[1].pct(0.99) << " us; long p50 "
+                                 << m.classes[0].pct(0.5) << " / " << r.classes[0].pct(0.5));
+    CHECK(m.fabric_drops > 0);
+    CHECK(r.fabric_drops > 0);
+    CHECK(m.classes[1].pct(0.99) < r.classes[1].pct(0.99));
+    // Same seed, same arrivals: the run is a function of the scenario.
+    override_scenario(s, "scenario.transport=mroce");
+    CHECK(run_scenario(s).classes[1].durations == m.classes[1].durations);
+    // The mix's keys are checked.
+    CHECK_THROWS_WITH(override_scenario(s, "workload.long_hosts=8"), Catch::Contains("'long_hosts'"));
+    s = parse_scenario(kRing, "ring");
+    CHECK_THROWS_WITH(override_scenario(s, "workload.short_bytes=4096"), Catch::Contains("'short_bytes'"));
+    CHECK_THROWS_WITH(override_scenario(s, "workload.short_rate_per_us=0"), Catch::Contains("'short_rate_per_us'"));
+    CHECK(refusal("[workload]\nkind = ring_allreduce\nshort_flows = 3\n").find("'short_flows'") != std::string::npos);
+}
