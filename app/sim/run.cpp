@@ -44,6 +44,9 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
     link.delay = f.link_delay;
     link.capacity_bytes = f.buffer_bytes;
     link.ecn_threshold_bytes = f.ecn_bytes;
+    link.ecn_min_bytes = f.ecn_min_bytes;
+    link.ecn_max_bytes = f.ecn_max_bytes;
+    link.ecn_pmax = f.ecn_pmax;
     link.overhead_bytes = f.overhead_bytes;
     if (f.pfc) {
         link.pfc_xoff_bytes = f.pfc_xoff_bytes;
@@ -130,6 +133,7 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
             if (f.topology == TopologyKind::pair) continue;  // pair: the links are the whole path
             fab.link(l).set_capacity(kUnlimited);
             fab.link(l).set_ecn_threshold(kUnlimited);
+            fab.link(l).set_ecn_ramp(0, 0, 1);
         }
     return b;
 }

@@ -103,6 +103,9 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
         else if (k == "link_delay_ns") f.link_delay = parse_uint(w, v, 0, 1'000'000'000);
         else if (k == "buffer_bytes") f.buffer_bytes = parse_uint(w, v, 4096, 64 * kGiB);
         else if (k == "ecn_threshold_bytes") f.ecn_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "ecn_min_bytes") f.ecn_min_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "ecn_max_bytes") f.ecn_max_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "ecn_pmax") f.ecn_pmax = parse_real(w, v, 1e-9, 1);
         else if (k == "link_loss") f.link_loss = parse_real(w, v, 0, 1);
         else if (k == "path_loss") f.path_loss = parse_real(w, v, 0, 1);
         else if (k == "overhead_bytes") f.overhead_bytes = uint32_t(parse_uint(w, v, 0, 1024));
@@ -229,6 +232,10 @@ void check(Scenario& s) {
         }
     }
     if (f.topology == TopologyKind::pair && f.hosts != 2) bad("key 'hosts': topology = pair has exactly 2 hosts");
+    if (!f.ecn_max_bytes && f.ecn_min_bytes) bad("key 'ecn_min_bytes': a RED ramp needs ecn_max_bytes too");
+    if (!f.ecn_max_bytes && f.ecn_pmax != 1) bad("key 'ecn_pmax': a RED ramp needs ecn_max_bytes too");
+    if (f.ecn_max_bytes && f.ecn_max_bytes <= f.ecn_min_bytes)
+        bad("key 'ecn_max_bytes': must be above ecn_min_bytes (" + std::to_string(f.ecn_min_bytes) + ")");
     if (f.pfc && f.pfc_xon_bytes >= f.pfc_xoff_bytes) bad("key 'pfc_xon_bytes': must be below pfc_xoff_bytes");
     if (f.hot_bps && !leaf_spine(f)) bad("key 'hot_gbps': a hot link needs topology = planes or fat_tree");
     if (f.hot_bps && f.hot_spine >= f.spines)

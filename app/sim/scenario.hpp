@@ -42,6 +42,10 @@ struct FabricSpec {
     Time link_delay = 1'000;         // ns per link
     uint64_t buffer_bytes = 1 << 20; // per output queue
     uint64_t ecn_bytes = 100 << 10;  // CE-mark above this backlog
+    // RED-style ramp instead (ecn_max_bytes > 0): mark with probability
+    // rising linearly from 0 at ecn_min_bytes to ecn_pmax at ecn_max_bytes, always above.
+    uint64_t ecn_min_bytes = 0, ecn_max_bytes = 0;
+    double ecn_pmax = 1;
     double link_loss = 0;            // every link
     double path_loss = 0;            // once per end-to-end traversal (the sender's first hop)
     uint32_t overhead_bytes = 42;    // Ethernet + IPv4 + UDP per datagram

@@ -73,6 +73,14 @@ struct LinkConfig {
     Time delay = 1'000;                      // propagation, ns
     uint64_t capacity_bytes = kUnlimited;    // output queue (drop-tail), counting the packet in service
     uint64_t ecn_threshold_bytes = kUnlimited;  // CE-mark ECT packets that find more queued than this
+    // RED-style ramp instead of the threshold (when ecn_max_bytes > 0): an
+    // ECT packet that finds a backlog q is CE-marked with probability
+    // ecn_pmax * (q - ecn_min_bytes) / (ecn_max_bytes - ecn_min_bytes)
+    // between the two, always from ecn_max_bytes on (draws from the link's
+    // own random stream).
+    uint64_t ecn_min_bytes = 0;
+    uint64_t ecn_max_bytes = 0;
+    double ecn_pmax = 1;
     double loss = 0;                         // probability a packet is lost on the wire
     double duplicate = 0;                    // probability a packet arrives twice
     Time jitter = 0;                         // extra propagation, uniform in [0, jitter] ns per packet
@@ -175,6 +183,8 @@ public:
     void set_loss(double p) noexcept;
     void set_duplicate(double p) noexcept;
     void set_ecn_threshold(uint64_t bytes) noexcept { cfg_.ecn_threshold_bytes = bytes; }
+    // ecn_max_bytes = 0: back to the threshold.
+    void set_ecn_ramp(uint64_t min_bytes, uint64_t max_bytes, double pmax);
     void set_capacity(uint64_t bytes) noexcept { cfg_.capacity_bytes = bytes; }
     void set_rate(uint64_t bps) noexcept;
     void set_delay(Time ns) noexcept { cfg_.delay = ns; }
@@ -198,6 +208,7 @@ private:
     friend class Fabric;
     Link(LinkId id, const LinkConfig& cfg, uint64_t seed, Fabric* fab);
     void drain(Time now) noexcept;
+    bool ce_mark(uint64_t backlog) noexcept;  // whether an ECT packet finding this backlog is marked
     // Starts serializing `bytes` at the later of now and the end of the
     // previous packet; returns when the last bit leaves (rounded up to the ns).
     Time serialize(Time now, uint64_t bytes) noexcept;

@@ -518,3 +518,40 @@ TEST_CASE("a long/short mix reports both classes; mroce's short flows finish soo
     CHECK_THROWS_WITH(override_scenario(s, "workload.short_rate_per_us=0"), Catch::Contains("'short_rate_per_us'"));
     CHECK(refusal("[workload]\nkind = ring_allreduce\nshort_flows = 3\n").find("'short_flows'") != std::string::npos);
 }
+
+TEST_CASE("a RED-style ECN ramp marks less than a threshold at its low end; bad ramps are named", "[mroce-sim][red]") {
+    // The 8:1 incast's bottleneck port: a threshold at 16 KiB marks every
+    // packet that finds more; a ramp from 16 KiB to 512 KiB marks a fraction.
+    const char* kIncast = R"(
+[fabric]
+topology = star
+hosts = 9
+link_gbps = 100
+buffer_bytes = 1048576
+ecn_threshold_bytes = 16384
+[engine]
+rate_hints = false
+[workload]
+kind = incast
+bytes = 1048576
+)";
+    Scenario s = parse_scenario(kIncast, "red");
+    const RunResult threshold = run_scenario(s);
+    override_scenario(s, "fabric.ecn_max_bytes=524288");
+    override_scenario(s, "fabric.ecn_min_bytes=16384");
+    override_scenario(s, "fabric.ecn_pmax=0.1");
+    const RunResult ramp = run_scenario(s);
+    REQUIRE(threshold.completed);
+    REQUIRE(ramp.completed);
+    CHECK(ramp.failed_ops == 0);
+    INFO("CE marks: threshold " << threshold.ce_marks << ", ramp " << ramp.ce_marks);
+    CHECK(threshold.ce_marks > 0);
+    CHECK(ramp.ce_marks > 0);
+    CHECK(ramp.ce_marks < threshold.ce_marks);
+    REQUIRE(ramp.groups.size() == 1);
+    CHECK(ramp.groups[0].mean_queue_bytes > threshold.groups[0].mean_queue_bytes);  // a softer signal: a longer queue
+    CHECK(refusal("[fabric]\necn_min_bytes = 1000\n").find("'ecn_min_bytes'") != std::string::npos);
+    CHECK(refusal("[fabric]\necn_pmax = 0.5\n").find("'ecn_pmax'") != std::string::npos);
+    CHECK(refusal("[fabric]\necn_min_bytes = 9000\necn_max_bytes = 9000\n").find("'ecn_max_bytes'") != std::string::npos);
+    CHECK(refusal("[fabric]\necn_max_bytes = 9000\necn_pmax = 1.5\n").find("'ecn_pmax'") != std::string::npos);
+}
