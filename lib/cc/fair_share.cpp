@@ -9,7 +9,10 @@
 namespace mroce {
 
 FairShare::FairShare(uint64_t capacity_kbps, Time interval) noexcept
-    : capacity_kbps_(capacity_kbps), interval_(interval ? interval : 1), free_cap_(double(capacity_kbps)) {}
+    : capacity_kbps_(capacity_kbps),
+      interval_(interval ? interval : 1),
+      quiet_(std::max<Time>(interval_ / 8, 1)),
+      free_cap_(double(capacity_kbps)) {}
 
 uint32_t FairShare::add_sender(double weight) {
     for (uint32_t i = 0; i < senders_.size(); ++i) {
@@ -67,6 +70,32 @@ void FairShare::activate(Sender& s, Time now) noexcept {
 
 void FairShare::on_connect(uint32_t idx, Time now) noexcept {
     if (idx < senders_.size() && senders_[idx].used) activate(senders_[idx], now);
+}
+
+// R-HINT-2: a sender of unknown rate (it started this interval) that has gone
+// quiet for an eighth of an interval (a short flow that ended) stops counting
+// at once, not two intervals on: each such claimant took an equal share from
+// the long flows at its receiver (a mix of long and short flows ran its long
+// flows 4x slower). It is not given a rate from so short a look (that would
+// make a sender that paused look demand-limited, R-HINT-4); its next byte
+// makes it a newcomer again.
+void FairShare::check_quiet(Time now) noexcept {
+    quiet_check_ = now + quiet_;
+    bool left = false, pending = false;
+    for (Sender& s : senders_) {
+        if (!s.active || s.rate_kbps != 0 || s.bytes == 0) continue;
+        if (now - s.last_rx < quiet_) {
+            pending = true;
+            continue;
+        }
+        s.active = false;
+        s.bytes = 0;
+        s.idle_intervals = 0;
+        --active_;
+        left = true;
+    }
+    unknown_ = pending;
+    if (left) recompute();
 }
 
 void FairShare::update(Time now) noexcept {

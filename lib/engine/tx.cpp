@@ -143,6 +143,8 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
     if (cfg.rate_hints && now >= next_hint_update) {
         fair.update(now);
         next_hint_update = now + (cfg.hint_interval ? cfg.hint_interval : 4 * cfg.min_rto);
+    } else if (cfg.rate_hints && now >= fair.quiet_due()) {
+        fair.check_quiet(now);
     }
     size_t n = 0;
     // Only connections that may have work (ready); those found with none

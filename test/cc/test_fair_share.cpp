@@ -125,3 +125,40 @@ TEST_CASE("the pacer's depth covers the sender's loop pass, so long passes still
     CHECK(tb2.burst_bytes() == depth);
 }
 
+
+TEST_CASE("a sender of unknown rate that went quiet stops sharing before the interval closes (R-HINT-2)",
+          "[cc][hint]") {
+    // A long flow measured over a whole interval, then a short flow of 64 KiB
+    // that is over within a microsecond: before, the short sender stayed an
+    // unlimited claimant until the close (and two silent intervals after) and
+    // held the long flow at half the capacity.
+    FairShare fs(kCapKbps, kInterval);
+    const uint32_t lng = fs.add_sender(), sht = fs.add_sender(), late = fs.add_sender();
+    Time t = 1;
+    fs.on_rx(lng, bytes_for(90'000'000), t);
+    t += kInterval;
+    fs.update(t);
+    CHECK(fs.hint_kbps(lng) == kCapKbps);  // alone: everything
+    t += 1000;
+    fs.on_rx(sht, 65536, t);
+    fs.on_rx(late, 4096, t);
+    CHECK(fs.hint_kbps(lng) == Approx(kCapKbps / 3).epsilon(0.01));  // newcomers count at once
+    CHECK(fs.quiet_due() <= t);
+    fs.check_quiet(t);  // the look at the first byte: both still sending
+    CHECK(fs.active_senders() == 3);
+    // `late` keeps sending; `sht` is done.
+    const Time quiet = kInterval / 8;
+    for (Time k = 1; k <= 8; ++k) {
+        const Time now = t + k * quiet / 4;
+        fs.on_rx(late, 4096, now);
+        if (now >= fs.quiet_due()) fs.check_quiet(now);
+    }
+    CHECK_FALSE(fs.is_active(sht));
+    CHECK(fs.is_active(late));
+    CHECK(fs.hint_kbps(lng) == Approx(kCapKbps / 2).epsilon(0.01));
+    CHECK(fs.hint_kbps(late) == Approx(kCapKbps / 2).epsilon(0.01));  // still sending: not cut on a short look
+    // Its next byte makes the quiet sender a newcomer again.
+    fs.on_rx(sht, 4096, t + 3 * quiet);
+    CHECK(fs.is_active(sht));
+    CHECK(fs.hint_kbps(lng) == Approx(kCapKbps / 3).epsilon(0.01));
+}

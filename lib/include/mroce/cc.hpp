@@ -231,8 +231,12 @@ public:
         // R-HINT-2: a sender that was silent (or only shook hands) is measured
         // from its first byte, not from an interval start it was idle through:
         // that would make it look demand-limited (R-HINT-4).
-        if (s.bytes == 0 && s.rate_kbps == 0) s.measure_from = now;
+        if (s.bytes == 0 && s.rate_kbps == 0) {
+            s.measure_from = now;
+            unknown_ = true;
+        }
         s.bytes += bytes;
+        s.last_rx = now;
         if (!s.active || !started_) [[unlikely]] activate(s, now);
     }
     // The sender's handshake was accepted: it is active from now on, before
@@ -240,6 +244,10 @@ public:
     void on_connect(uint32_t idx, Time now) noexcept;
     // Closes the measurement interval if it has elapsed; recomputes the shares.
     void update(Time now) noexcept;
+    // From quiet_due() on: senders of unknown rate that have gone quiet get
+    // their first estimate (R-HINT-2), the shares recomputed if any did.
+    void check_quiet(Time now) noexcept;
+    Time quiet_due() const noexcept { return unknown_ ? quiet_check_ : ~Time(0); }
     uint32_t hint_kbps(uint32_t idx) const noexcept;
     uint32_t active_senders() const noexcept { return active_; }
     bool is_active(uint32_t idx) const noexcept { return idx < senders_.size() && senders_[idx].active; }
@@ -254,6 +262,7 @@ private:
         uint32_t share_kbps = 0;
         uint32_t grant_kbps = 0;   // limited: rate-based grant of the last water-filling
         uint32_t idle_intervals = 0;
+        Time last_rx = 0;          // its latest accepted DATA
         bool used = false;
         bool active = false;
         bool limited = false;      // demand-limited at the last water-filling (R-HINT-4)
@@ -262,6 +271,9 @@ private:
     void activate(Sender& s, Time now) noexcept;
     uint64_t capacity_kbps_;
     Time interval_;
+    Time quiet_;                 // R-HINT-2: interval / 8
+    Time quiet_check_ = 0;       // the next look for quiet senders of unknown rate
+    bool unknown_ = false;       // a sender may have bytes but no rate yet
     Time interval_start_ = 0;
     bool started_ = false;
     uint32_t active_ = 0;
