@@ -1045,11 +1045,13 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     }
     c.jobs.clear();
     c.retx.clear();
+    c.red_retx.clear();
     c.rnr.clear();
     c.gone.clear();
     c.tlp.clear();
     for (TxPath& p : c.paths) p.inflight = 0;
     c.csn_una = c.csn_nxt;
+    c.red_next = c.red_top = c.red_floor = c.csn_nxt;  // R-TIMER-10: nothing left to copy
 }
 
 // R-CONN-6: the connection is lost: every outstanding request and receive
