@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -22,13 +23,16 @@
 
 #include <fmt/format.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_pause.h>
 
 #include "mroce/api.hpp"
+#include "mroce/dpdk/cc_stage.hpp"
 #include "mroce/dpdk/eal.hpp"
 #include "mroce/dpdk/lcores.hpp"
 #include "mroce/dpdk/planes.hpp"
 #include "mroce/dpdk/loop.hpp"
+#include "mroce/dpdk/pipeline.hpp"
 #include "mroce/dpdk/port.hpp"
 
 namespace mroce {
@@ -104,8 +108,10 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
     // Plane 0's port places the lcore (one lcore drives every plane).
     const std::string pci = pci_of(args, trim_blanks(cfg.dpdk.port.substr(0, cfg.dpdk.port.find(','))));
     // One busy lcore: manual progress and the automatic engine thread both drive
-    // the engine from one thread (the EAL main lcore in manual mode).
-    const unsigned want = 1;
+    // the engine from one thread (the EAL main lcore in manual mode); the
+    // pipeline arrangement adds one per stage (placement, CC).
+    const PipelineMode pm = cfg.dpdk.pipeline;
+    const unsigned want = 1 + (pm != PipelineMode::none) + (pm == PipelineMode::placement_cc);
     std::string placement;
     if (cfg.dpdk.lcores == "auto") {
         const dpdk::Topology topo = dpdk::machine_topology(pci);
@@ -114,6 +120,10 @@ void ensure_eal(const DeviceConfig& cfg, const std::string& who) {
         const auto a = ch.eal_args();
         args.insert(args.begin(), a.begin(), a.end());
         placement = "auto: " + ch.describe(topo);
+    } else if (cfg.dpdk.lcores.find_first_of("@(") != std::string::npos) {
+        // An lcore map (lcore sets @ CPU sets): the EAL's --lcores checks it.
+        args.insert(args.begin(), {"--lcores", cfg.dpdk.lcores});
+        placement = "from configuration (lcores = " + cfg.dpdk.lcores + ", an lcore map)";
     } else {
         try {
             dpdk::parse_core_list(cfg.dpdk.lcores);
@@ -220,6 +230,8 @@ public:
         for (auto& pl : planes_) ports.push_back(pl.port.get());
         planes_io_ = std::make_unique<dpdk::PlanePorts>(std::move(ports));
         spin_ns_ = Time(cfg.spin_us) * 1000;
+        dcfg_ = d;
+        origin_.resize(1024);
         for (auto& pl : planes_) at_open_.push_back(pl.port->pool_usage());
     }
 
@@ -239,7 +251,30 @@ public:
     Time now() noexcept override { return clock_.now(); }
     // All planes' ports and all their queues from this one thread: per-path TX
     // queues on the packet's plane, RX from every queue of every plane.
-    size_t recv_burst(RxPacket* out, size_t max) override { return planes_io_->rx_burst(out, max); }
+    size_t recv_burst(RxPacket* out, size_t max) override {
+        if (!staged_) return planes_io_->rx_burst(out, max);
+        const size_t n = planes_io_->rx_burst(out, std::min(max, origin_.size()));
+        // Where each datagram's mbuf is, for the placement stage (rx_take):
+        // each (plane, queue) polled gave one run of the burst, in order.
+        const bool planes = planes_.size() > 1;
+        size_t start = 0;
+        for (size_t x = 0; x < n; ++x) {
+            const uint8_t plane = planes ? out[x].plane : 0;
+            const uint16_t q = out[x].local_path;
+            if (x && (plane != origin_[x - 1].plane || q != origin_[x - 1].queue)) start = x;
+            origin_[x] = Origin{plane, q, uint32_t(x - start)};
+        }
+        return n;
+    }
+    std::unique_ptr<PipelineStages> start_stages(PipelineMode mode, const EngineConfig& engine) override;
+    // Pipeline: the mbuf of datagram i of the last recv_burst, out of what the
+    // next receive frees (the caller owns it); *payload_off: the UDP payload's offset in the frame.
+    rte_mbuf* take_rx(uint32_t i, uint32_t* payload_off) noexcept {
+        if (i >= origin_.size()) return nullptr;
+        const Origin& o = origin_[i];
+        return planes_[o.plane].port->rx_take(o.queue, o.idx, payload_off);
+    }
+    void set_staged(bool on) noexcept { staged_ = on; }
     size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) override {
         return planes_io_->tx_burst(pkts, n, unsent);
     }
@@ -389,6 +424,10 @@ private:
             // RX twice the minimum: a frame above one RX buffer (an rx_data_room set
             // below the frame size, or a PMD that splits) takes several.
             pc.pools.rx_mbufs = d.rx_mbufs ? d.rx_mbufs : 2 * need.rx_mbufs;
+            // Pipeline: up to place_depth received mbufs wait for their copy,
+            // and the placement lcore's own mempool cache holds some it freed.
+            if (d.pipeline != PipelineMode::none && !d.rx_mbufs)
+                pc.pools.rx_mbufs += cfg.engine.place_depth + 2 * d.mbuf_cache;
             pc.pools.hdr_mbufs = d.hdr_mbufs ? d.hdr_mbufs : need.hdr_mbufs;
             pc.pools.ext_mbufs = d.ext_mbufs ? d.ext_mbufs : need.ext_mbufs;
             pl.port = std::make_unique<dpdk::DpdkPort>(pc);
@@ -418,8 +457,17 @@ private:
         }
     }
 
+    // Pipeline: where datagram x of the last recv_burst came from.
+    struct Origin {
+        uint8_t plane = 0;
+        uint16_t queue = 0;
+        uint32_t idx = 0;   // in that queue's rx_burst
+    };
     std::string who_;
     bool eal_up_;
+    DpdkDeviceConfig dcfg_;
+    bool staged_ = false;
+    std::vector<Origin> origin_;
     std::vector<PlanePort> planes_;
     std::unique_ptr<dpdk::PlanePorts> planes_io_;
     dpdk::TscClock clock_;
@@ -427,6 +475,141 @@ private:
     Time spin_ns_ = 0, last_active_ = 0;
     std::atomic<bool> woken_{false};
 };
+
+// The pipeline arrangement of a dpdk device (key pipeline; architecture 4.2):
+// the placement stage and, with placement+cc, the CC stage, each on an EAL
+// worker lcore of its own (rte_eal_remote_launch through dpdk::StageLcore),
+// over the driver's SP/SC rte_rings. A copy's received mbuf leaves the port's
+// RX release (rx_take) when the loop submits the copy, in the pass that
+// received it, and the placement lcore frees it after the copy.
+class DpdkStages final : public PipelineStages {
+public:
+    // Errors are ConfigErrors naming the key (the Device adds its name).
+    DpdkStages(DpdkTransport& t, PipelineMode mode, const EngineConfig& engine, const DpdkDeviceConfig& d)
+        : t_(t), rings_(name("pl"), engine.place_depth) {
+        const bool cc = mode == PipelineMode::placement_cc;
+        if (cc) cc_rings_ = std::make_unique<dpdk::CcRings>(name("cc"), engine.cc);
+        const unsigned main = rte_get_main_lcore();
+        const auto lcores_seen = [&] {
+            std::string l;
+            unsigned lc;
+            RTE_LCORE_FOREACH(lc) l += (l.empty() ? "" : ", ") + std::to_string(lc) + (lc == main ? " (main)" : "");
+            return "the EAL's lcores: " + l + " (key 'lcores' = " + d.lcores + ")";
+        };
+        const unsigned first = rte_get_next_lcore(-1, 1, 0);
+        const unsigned pl = d.placement_lcore >= 0 ? unsigned(d.placement_lcore) : first;
+        unsigned cl = RTE_MAX_LCORE;
+        if (cc) {
+            cl = d.cc_lcore >= 0 ? unsigned(d.cc_lcore) : first;
+            while (d.cc_lcore < 0 && cl == pl) cl = rte_get_next_lcore(cl, 1, 0);
+        }
+        const auto check = [&](unsigned lc, int32_t given, const char* key, const char* stage) {
+            const std::string k = given >= 0 ? std::string("key '") + key + "'" : std::string("key 'lcores'");
+            if (lc >= RTE_MAX_LCORE)
+                throw ConfigError(k + ": pipeline = " + to_string(mode) + " needs " +
+                                  std::to_string(cc ? 3 : 2) + " EAL lcores (the engine's and one per stage); " +
+                                  lcores_seen());
+            if (!rte_lcore_is_enabled(lc))
+                throw ConfigError(k + ": the " + stage + " stage's lcore " + std::to_string(lc) +
+                                  " is not an EAL lcore; " + lcores_seen());
+            if (lc == main)
+                throw ConfigError(k + ": the " + stage + " stage's lcore " + std::to_string(lc) +
+                                  " is the EAL main lcore (the engine loop's); " + lcores_seen());
+        };
+        check(pl, d.placement_lcore, "placement_lcore", "placement");
+        if (cc) check(cl, d.cc_lcore, "cc_lcore", "CC");
+        place_.add(rings_);
+        const auto launch_error = [&](const std::exception& e, const char* key, int32_t given) {
+            return ConfigError(std::string("key '") + (given >= 0 ? key : "lcores") + "': " + e.what() +
+                               " (an lcore runs one stage of one device)");
+        };
+        try {
+            on_place_ = std::make_unique<dpdk::StageLcore<dpdk::PlacementStage>>(place_, pl);
+        } catch (const dpdk::DpdkError& e) {
+            throw launch_error(e, "placement_lcore", d.placement_lcore);
+        }
+        if (cc) {
+            cc_.add(*cc_rings_);
+            try {
+                on_cc_ = std::make_unique<dpdk::StageLcore<dpdk::CcStage>>(cc_, cl);
+            } catch (const dpdk::DpdkError& e) {
+                on_place_.reset();
+                throw launch_error(e, "cc_lcore", d.cc_lcore);
+            }
+        }
+        where_ = "placement on lcore " + std::to_string(pl) + (cc ? ", CC on lcore " + std::to_string(cl) : "") +
+                 ", the engine loop on the thread that drives the device (manual progress: the EAL main lcore " +
+                 std::to_string(main) + ")";
+        inline_done_.reserve(engine.place_depth);
+        t_.set_staged(true);
+    }
+    ~DpdkStages() override {
+        // Quiesce: each stage lcore empties its input ring (every copy made,
+        // every mbuf freed) and returns, before the port can close.
+        on_cc_.reset();
+        on_place_.reset();
+        t_.set_staged(false);
+    }
+
+    void submit(const PlaceJob* jobs, size_t n, Time now) override {
+        size_t k = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const PlaceJob& j = jobs[i];
+            uint32_t off = 0;
+            rte_mbuf* m = t_.take_rx(j.cookie, &off);
+            if (!m) [[unlikely]] {
+                // Not the port's to give (never expected): copy now, while the burst is valid.
+                std::memcpy(j.dst, j.src, j.len);
+                inline_done_.push_back(j.token);
+                continue;
+            }
+            work_[k++] = dpdk::PlaceWork{j.dst, m, off + j.src_off, j.len, j.token, 0};
+            if (k == kBurst) {
+                rings_.submit(work_, k, now);
+                k = 0;
+            }
+        }
+        if (k) rings_.submit(work_, k, now);
+    }
+    size_t take_done(uint32_t* tokens, size_t max, Time now) override {
+        size_t n = 0;
+        while (!inline_done_.empty() && n < max) {
+            tokens[n++] = inline_done_.back();
+            inline_done_.pop_back();
+        }
+        return n + rings_.take_done(tokens + n, max - n, now);
+    }
+    size_t exchange(Engine& eng, Time now) override { return cc_rings_ ? cc_rings_->exchange(eng, now) : 0; }
+    bool cc_pending() const noexcept override {
+        return cc_rings_ && (rte_ring_count(cc_rings_->feedback()) || rte_ring_count(cc_rings_->views()));
+    }
+    uint64_t copies() const noexcept override { return place_.copies(); }
+    uint64_t cc_records() const noexcept override { return cc_rings_ ? cc_.records() : 0; }
+    std::string describe() const override { return where_; }
+
+private:
+    static constexpr size_t kBurst = 32;
+    static std::string name(const char* what) {
+        static std::atomic<unsigned> seq{0};
+        return fmt::format("mroce_{}{}", what, seq.fetch_add(1));
+    }
+    DpdkTransport& t_;
+    dpdk::PlacementRings rings_;
+    std::unique_ptr<dpdk::CcRings> cc_rings_;
+    dpdk::PlacementStage place_;
+    dpdk::CcStage cc_;
+    dpdk::PlaceWork work_[kBurst];
+    std::vector<uint32_t> inline_done_;
+    std::string where_;
+    // Last: stopped first.
+    std::unique_ptr<dpdk::StageLcore<dpdk::PlacementStage>> on_place_;
+    std::unique_ptr<dpdk::StageLcore<dpdk::CcStage>> on_cc_;
+};
+
+std::unique_ptr<PipelineStages> DpdkTransport::start_stages(PipelineMode mode, const EngineConfig& engine) {
+    if (mode == PipelineMode::none) return nullptr;
+    return std::make_unique<DpdkStages>(*this, mode, engine, dcfg_);
+}
 
 }  // namespace
 

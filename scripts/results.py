@@ -14,19 +14,24 @@
 #   (d) 64:1 incast with and without receiver hints: Jain index from 2 RTTs,
 #       overall, fraction of line rate, drops, peak queue;
 #   (e) ring all-reduce and all-to-all completion times (job, and each
-#       operation's p50/p99/max) at 0, 0.1, 1% loss and with one hot link.
+#       operation's p50/p99/max) at 0, 0.1, 1% loss and with one hot link;
+#   (f) long flows plus Poisson short flows (config/sim/mix.conf): flow
+#       completion times per class at 0 and 1% loss;
+#   (g) tree against ring all-reduce, pipelined: job time and algbw at 0 and
+#       1% loss.
 # Prints the tables as markdown on stdout, progress and CPU time on stderr;
 # writes each table's CSV to --csv-dir. With --plots, draws an SVG per table
 # from those CSVs with gnuplot (Debian: gnuplot-nox); --tables none --plots
 # redraws from the CSVs already there without running the simulator.
 #
-# usage: scripts/results.py [--build build] [--tables a,b,c,d,e] [--hosts 16] [--gbps 400] [--mib 16]
-#        [--b-hosts N] [--b-mib M] [--c-hosts N] [--d-senders N] [--e-hosts N] [--csv-dir doc/results] [--plots]
+# usage: scripts/results.py [--build build] [--tables a,b,c,d,e,f,g] [--hosts 16] [--gbps 400] [--mib 16]
+#        [--b-hosts N] [--b-mib M] [--c-hosts N] [--d-senders N] [--e-hosts N] [--f-hosts N] [--g-hosts N]
+#        [--csv-dir doc/results] [--plots]
 import argparse, csv, json, math, os, re, resource, shutil, subprocess, sys, time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default="build")
-ap.add_argument("--tables", default="a,b,c,d,e", help="tables to run: any of a,b,c,d,e, or none (with --plots: redraw from the CSVs)")
+ap.add_argument("--tables", default="a,b,c,d,e", help="tables to run: any of a,b,c,d,e,f,g, or none (with --plots: redraw from the CSVs)")
 ap.add_argument("--hosts", type=int, default=16, help="(a): hosts")
 ap.add_argument("--gbps", type=float, default=400)
 ap.add_argument("--mib", type=int, default=16, help="(a): MiB per host")
@@ -47,6 +52,13 @@ ap.add_argument("--e-hosts", type=int, default=64)
 ap.add_argument("--e-ring-mib", type=int, default=64, help="(e): ring all-reduce MiB per host")
 ap.add_argument("--e-a2a-mib", type=int, default=16, help="(e): all-to-all MiB per host")
 ap.add_argument("--e-hot-gbps", type=float, default=100, help="(e): the hot link's rate")
+ap.add_argument("--f-hosts", type=int, default=16, help="(f): hosts (half send long flows)")
+ap.add_argument("--f-mib", type=int, default=16, help="(f): MiB per long flow")
+ap.add_argument("--f-short-kib", type=int, default=64, help="(f): KiB per short flow")
+ap.add_argument("--f-short-flows", type=int, default=256)
+ap.add_argument("--f-rate", type=float, default=1, help="(f): short-flow arrivals per us, all hosts together")
+ap.add_argument("--g-hosts", type=int, default=16)
+ap.add_argument("--g-mib", type=int, default=16, help="(g): MiB per host")
 ap.add_argument("--csv-dir", default="doc/results")
 ap.add_argument("--plots", action="store_true", help="draw SVGs with gnuplot from the CSVs (gnuplot-nox)")
 a = ap.parse_args()
@@ -366,6 +378,75 @@ def table_e():
     write_csv(f"completion-{n}.csv", rows)
 
 
+# ---------------------------------------------------------------------------- (f)
+KINDS = [("mroce", ["scenario.transport=mroce"]),
+         ("RoCEv2", ["scenario.transport=roce"]),
+         ("RoCEv2+PFC", ["scenario.transport=roce", "fabric.pfc=true"])]
+
+
+def table_f():
+    n = a.f_hosts
+    base = [f"fabric.hosts={n}", f"fabric.link_gbps={a.gbps}", f"workload.bytes={a.f_mib << 20}",
+            f"workload.short_bytes={a.f_short_kib << 10}", f"workload.short_flows={a.f_short_flows}",
+            f"workload.short_rate_per_us={a.f_rate:g}", "workload.time_limit_ms=2000"]
+    print(f"`config/sim/mix.conf`: {n} hosts, 4 per leaf, 1 plane of leaf-spine (4 spines), {a.gbps:g} Gbit/s links, "
+          f"seed {a.seed}. Hosts 0..{n // 2 - 1} each write {a.f_mib} MiB to host i + {n // 2} (long flows, all at "
+          f"the start); {a.f_short_flows} short flows of {a.f_short_kib} KiB arrive as a Poisson process of "
+          f"{a.f_rate:g} per us from hosts {n // 2}..{n - 1} to random others. Flow completion time: from a "
+          f"flow's post to its completion (resolution 2 us). Loss: random, once per end-to-end path.\n")
+    print("| loss | transport | short p50 us | short p99 us | short max us | long p50 us | long max us | drops | "
+          "PFC pauses | timeouts |")
+    print("|---" * 10 + "|")
+    rows = []
+    # mroce without receiver hints too: a short flow arriving at a long flow's
+    # receiver makes it share its capacity (R-HINT-4) while the short sender
+    # stays active (R-HINT-2: up to 2 hint intervals after its last byte).
+    kinds = KINDS[:1] + [("mroce, hints off", ["scenario.transport=mroce", "engine.rate_hints=false"])] + KINDS[1:]
+    for p in [0, 0.01]:
+        for tname, to in kinds:
+            d = run("config/sim/mix.conf", base + to + [f"fabric.path_loss={p}"])
+            sh, lo = d["fct_us"]["short"], d["fct_us"]["long"]
+            mark = "" if d["completed"] else " (not done in 2 s)"
+            tmo = d["transport_stats"].get("timeouts", "")
+            print(f"| {p * 100:g}% | {tname} | {sh['p50']:.0f} | {sh['p99']:.0f} | {sh['max']:.0f} | "
+                  f"{lo['p50']:.0f}{mark} | {lo['max']:.0f} | {d['fabric']['drops']} | {d['fabric']['pfc_pauses']} | "
+                  f"{tmo} |")
+            rows.append({"loss": p, "transport": tname, "short_p50_us": sh["p50"], "short_p99_us": sh["p99"],
+                         "short_max_us": sh["max"], "long_p50_us": lo["p50"], "long_max_us": lo["max"],
+                         "drops": d["fabric"]["drops"], "pfc_pauses": d["fabric"]["pfc_pauses"],
+                         "timeouts": tmo, "completed": int(d["completed"])})
+    print()
+    write_csv(f"mix-{n}.csv", rows)
+
+
+# ---------------------------------------------------------------------------- (g)
+def table_g():
+    n = a.g_hosts
+    base = [f"fabric.hosts={n}", f"fabric.link_gbps={a.gbps}", f"workload.bytes={a.g_mib << 20}",
+            f"workload.slices={a.a_slices}", f"workload.slices_outstanding={a.a_window}",
+            "workload.time_limit_ms=2000"]
+    print(f"{n} hosts, 1 plane of leaf-spine (4 spines), {a.gbps:g} Gbit/s links, {a.g_mib} MiB per host, seed "
+          f"{a.seed}; both pipelined in {a.a_slices} slices, at most {a.a_window} in flight per sender. Ring: "
+          f"2(N-1) steps of bytes/N; tree: one binary tree, reduce up and broadcast down (NCCL runs two). algbw: "
+          f"one host's buffer / job time (NCCL's algorithm bandwidth, comparable between the two).\n")
+    print("| loss | transport | ring job us | ring algbw Gbit/s | tree job us | tree algbw Gbit/s |")
+    print("|---" * 6 + "|")
+    rows = []
+    for p in [0, 0.01]:
+        for tname, to in KINDS:
+            r = {w: run("config/sim/ring.conf", base + to + [f"workload.kind={w}", f"fabric.path_loss={p}"])
+                 for w in ("ring_allreduce", "tree_allreduce")}
+            cells = []
+            for w in ("ring_allreduce", "tree_allreduce"):
+                mark = "" if r[w]["completed"] else " (not done in 2 s)"
+                cells += [f"{r[w]['jct_us']:.0f}{mark}", f"{r[w]['algbw_gbps']:.1f}"]
+                rows.append({"loss": p, "transport": tname, "workload": w, "jct_us": r[w]["jct_us"],
+                             "algbw_gbps": r[w]["algbw_gbps"], "completed": int(r[w]["completed"])})
+            print(f"| {p * 100:g}% | {tname} | " + " | ".join(cells) + " |")
+    print()
+    write_csv(f"tree-ring-{n}.csv", rows)
+
+
 # ---------------------------------------------------------------------------- plots
 # gnuplot (Debian package gnuplot-nox), SVG, from the CSVs above.
 def gnuplot(name, script):
@@ -473,7 +554,8 @@ def cpu_s():
 
 
 plot_tables = set(tables) if tables else {"a", "b", "c", "d", "e"}
-for t, f in [("a", table_a), ("b", table_b), ("c", table_c), ("d", table_d), ("e", table_e)]:
+for t, f in [("a", table_a), ("b", table_b), ("c", table_c), ("d", table_d), ("e", table_e), ("f", table_f),
+             ("g", table_g)]:
     if t in tables:
         c0, w0 = cpu_s(), time.time()
         print(f"### ({t})\n")

@@ -442,11 +442,12 @@ void print_engine_json(FILE* f, const EngineStats& e, const DeviceStats& d, cons
         ", \"injected_drops\": %" PRIu64 ", \"injected_ce\": %" PRIu64 ", \"udp_tx_packets\": %" PRIu64
         ", \"udp_tx_syscalls\": %" PRIu64 ", \"udp_rx_packets\": %" PRIu64 ", \"udp_rx_syscalls\": %" PRIu64
         ", \"udp_tx_errors\": %" PRIu64 ", \"progress_passes\": %" PRIu64 ", \"idle_blocks\": %" PRIu64
-        ", \"tx_retry_dropped\": %" PRIu64 "}",
+        ", \"tx_retry_dropped\": %" PRIu64 ", \"place_jobs\": %" PRIu64 ", \"stage_copies\": %" PRIu64
+        ", \"cc_feedback\": %" PRIu64 ", \"stage_cc_records\": %" PRIu64 "}",
         e.rx_packets, e.tx_packets, e.rx_decode_errors, e.rx_truncated, e.rx_bad_version, e.rx_bad_type,
         e.rx_oversized, e.rx_inconsistent, e.rx_unknown_conn, e.rx_bad_path, e.rx_stale, t.rx_truncated,
         d.injected_drops, d.injected_ce, t.tx_packets, t.tx_syscalls, t.rx_packets, t.rx_syscalls, t.tx_errors,
-        d.passes, d.blocks, d.tx_retry_dropped);
+        d.passes, d.blocks, d.tx_retry_dropped, e.place_jobs, d.stage_copies, e.cc_feedback, d.stage_cc_records);
 }
 
 void print_path_table(FILE* f, const std::vector<PathStats>& paths) {
@@ -676,8 +677,9 @@ int run_server(const Opts& o) {
         }
         if (o.json) {
             std::printf("{\"role\": \"server\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, \"received\": %" PRIu64
-                        ", \"verify\": \"%s\", \"mismatches\": %" PRIu64 ", \"engine\": ",
-                        op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "fail") : "off", mismatches);
+                        ", \"verify\": \"%s\", \"mismatches\": %" PRIu64 ", \"pipeline\": \"%s\", \"engine\": ",
+                        op_name(op), h.size, h.streams, received, h.verify ? (ok ? "ok" : "fail") : "off", mismatches,
+                        to_string(dev->config().dpdk.pipeline));
             print_engine_json(stdout, e, ds, ts);
             std::printf("}\n");
         } else {
@@ -902,11 +904,12 @@ int run_client(const Opts& o) {
                         ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_p50_us\": %.3f, "
                         "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
                         ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
-                        ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"path\": [",
+                        ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"pipeline\": \"%s\", \"path\": [",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? "true" : "false",
                         unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), total_done,
                         total_done * o.size, secs, gbps, rate, p50, p99, p999, vs, mismatches + r.mismatches,
-                        cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s);
+                        cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s,
+                        to_string(dev->config().dpdk.pipeline));
             for (size_t p = 0; p < paths.size(); ++p)
                 std::printf("%s{\"id\": %zu, \"state\": \"%s\", \"tx_packets\": %" PRIu64 ", \"retransmits\": %" PRIu64
                             ", \"losses\": %" PRIu64 ", \"timeouts\": %" PRIu64 ", \"spurious_timeouts\": %" PRIu64
@@ -939,9 +942,11 @@ int run_client(const Opts& o) {
                         r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
         } else {
             std::printf("---------------------------------------------------------------------------\n");
-            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  max_payload %u  loss %g  ce %g\n",
+            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  max_payload %u  loss %g  ce %g"
+                        "  pipeline %s\n",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.lat ? "" : o.one_buffer ? " (one buffer)" : " (slots)",
-                        unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), o.loss, o.ce);
+                        unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), o.loss, o.ce,
+                        to_string(dev->config().dpdk.pipeline));
             std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
                         o.lat ? "rtt p50" : "p50 us", o.lat ? "rtt p99" : "p99 us", o.lat ? "rtt p99.9" : "p99.9 us",
                         "verify");

@@ -53,7 +53,7 @@ inline sim::HostConfig host_config(const Scenario& s) {
     sim::HostConfig hc;
     hc.burst = s.fabric.host_burst;
     if (s.fabric.nic_ring_bytes) {
-        hc.nic_rate_bps = s.fabric.link_bps * (s.fabric.topology == TopologyKind::planes ? s.fabric.planes : 1);
+        hc.nic_rate_bps = s.fabric.link_bps * (leaf_spine(s.fabric) ? s.fabric.planes : 1);
         hc.nic_ring_bytes = s.fabric.nic_ring_bytes;
         hc.nic_overhead_bytes = s.fabric.overhead_bytes;
     }

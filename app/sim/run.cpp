@@ -44,6 +44,9 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
     link.delay = f.link_delay;
     link.capacity_bytes = f.buffer_bytes;
     link.ecn_threshold_bytes = f.ecn_bytes;
+    link.ecn_min_bytes = f.ecn_min_bytes;
+    link.ecn_max_bytes = f.ecn_max_bytes;
+    link.ecn_pmax = f.ecn_pmax;
     link.overhead_bytes = f.overhead_bytes;
     if (f.pfc) {
         link.pfc_xoff_bytes = f.pfc_xoff_bytes;
@@ -88,11 +91,18 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
             b.group_tx.push_back({t.bottleneck});
             break;
         }
-        case TopologyKind::planes: {
+        case TopologyKind::planes:
+        case TopologyKind::fat_tree: {
+            // fat_tree: check() derived spines from the oversubscription (fewer uplinks).
             PlanesConfig pc;
             pc.planes = f.planes;
             pc.spines = f.spines;
             pc.hosts_per_leaf = f.hosts_per_leaf;
+            if (f.topology == TopologyKind::fat_tree && f.tiers == 3) {
+                pc.tiers = 3;
+                pc.leaves_per_pod = pod_leaves(f);
+                pc.cores_per_agg = uint16_t(pod_leaves(f));
+            }
             pc.host_link = link;
             pc.spine_link = link;
             b.planes = build_planes(fab, hosts, pc);
@@ -123,6 +133,7 @@ Built build_fabric(Fabric& fab, const Scenario& s, const Cluster& c) {
             if (f.topology == TopologyKind::pair) continue;  // pair: the links are the whole path
             fab.link(l).set_capacity(kUnlimited);
             fab.link(l).set_ecn_threshold(kUnlimited);
+            fab.link(l).set_ecn_ramp(0, 0, 1);
         }
     return b;
 }
@@ -190,6 +201,10 @@ public:
     virtual bool finished() const = 0;
     virtual uint64_t ops() const = 0;
     virtual uint64_t sent_by(uint32_t host) const = 0;
+    // Operation classes reported apart (flow completion times per class);
+    // none by default.
+    virtual std::vector<std::string> class_names() const { return {}; }
+    virtual size_t op_class(uint64_t /*tag*/) const { return 0; }
 };
 
 // Ring all-reduce: reduce-scatter then all-gather, 2(N-1) steps of bytes/N
@@ -255,6 +270,92 @@ private:
     uint32_t steps_, slices_, window_, streams_;
     uint64_t slice_bytes_ = 1, last_slice_bytes_ = 1;
     std::vector<std::deque<Slice>> ready_;
+    std::vector<uint32_t> outstanding_;
+    std::vector<uint64_t> sent_;
+    uint64_t done_ = 0;
+};
+
+// Tree all-reduce over a binary tree of the hosts (rank i's parent is
+// (i - 1) / 2, its children 2i + 1 and 2i + 2; NCCL runs two such trees,
+// this is one): reduce up, then broadcast down, each host's `bytes` in
+// `slices` WRITEs as the ring pipelines them. A host sends slice j to its
+// parent once slice j arrived from every child (a leaf at once); the root,
+// once it has slice j from every child, sends it down, and a host forwards a
+// slice it received from its parent to each child. At most `window` WRITEs
+// of one host in flight (0: no cap), as the ring.
+class TreeAllReduce final : public Workload {
+public:
+    TreeAllReduce(uint32_t n, uint64_t bytes, uint32_t slices, uint32_t window)
+        : n_(n), slices_(slices), window_(window), have_(size_t(n) * slices, 0), ready_(n), outstanding_(n, 0),
+          sent_(n, 0) {
+        slice_bytes_ = std::max<uint64_t>(1, bytes / slices);
+        last_slice_bytes_ = std::max<uint64_t>(1, bytes - slice_bytes_ * (slices - 1));
+    }
+    // Connection 2(i - 1): i -> parent (reduce); 2(i - 1) + 1: parent -> i (broadcast).
+    std::vector<std::pair<uint32_t, uint32_t>> pairs() const override {
+        std::vector<std::pair<uint32_t, uint32_t>> p;
+        for (uint32_t i = 1; i < n_; ++i) {
+            p.emplace_back(i, parent(i));
+            p.emplace_back(parent(i), i);
+        }
+        return p;
+    }
+    void start(Cluster& c) override {
+        for (uint32_t i = 0; i < n_; ++i) {
+            if (children(i) == 0)
+                for (uint32_t j = 0; j < slices_; ++j) reduced(c, i, j);
+            pump(c, i);
+        }
+    }
+    void on_done(Cluster& c, const Done& d, Time) override {
+        // tag: down << 63 | child rank << 32 | slice
+        const bool down = d.tag >> 63;
+        const uint32_t child = uint32_t(d.tag >> 32) & 0x7fffffff;
+        const uint32_t j = uint32_t(d.tag);
+        const uint32_t sender = down ? parent(child) : child;
+        ++done_;
+        --outstanding_[sender];
+        if (down) {
+            send_down(child, j);
+            pump(c, child);
+        } else {
+            const uint32_t p = parent(child);
+            if (++have_[size_t(p) * slices_ + j] == children(p)) reduced(c, p, j);
+            pump(c, p);
+        }
+        pump(c, sender);
+    }
+    bool finished() const override { return done_ == ops(); }
+    uint64_t ops() const override { return uint64_t(2) * (n_ - 1) * slices_; }
+    uint64_t sent_by(uint32_t h) const override { return sent_[h]; }
+
+private:
+    static uint32_t parent(uint32_t i) { return (i - 1) / 2; }
+    uint32_t children(uint32_t i) const { return (2 * i + 1 < n_) + (2 * i + 2 < n_); }
+    // Slice j is reduced at i (from its own and all its children's): up, or at the root down.
+    void reduced(Cluster&, uint32_t i, uint32_t j) {
+        if (i == 0) send_down(0, j);
+        else ready_[i].push_back(uint64_t(i) << 32 | j);
+    }
+    void send_down(uint32_t i, uint32_t j) {
+        for (uint32_t ch = 2 * i + 1; ch <= 2 * i + 2 && ch < n_; ++ch) ready_[i].push_back(1ull << 63 | uint64_t(ch) << 32 | j);
+    }
+    void pump(Cluster& c, uint32_t i) {
+        while (!ready_[i].empty() && (window_ == 0 || outstanding_[i] < window_)) {
+            const uint64_t tag = ready_[i].front();
+            ready_[i].pop_front();
+            const bool down = tag >> 63;
+            const uint32_t child = uint32_t(tag >> 32) & 0x7fffffff;
+            const uint64_t b = uint32_t(tag) + 1 == slices_ ? last_slice_bytes_ : slice_bytes_;
+            c.write(2 * (child - 1) + (down ? 1 : 0), b, tag);
+            sent_[i] += b;
+            ++outstanding_[i];
+        }
+    }
+    uint32_t n_, slices_, window_;
+    uint64_t slice_bytes_ = 1, last_slice_bytes_ = 1;
+    std::vector<uint32_t> have_;                 // [rank * slices + j]: children whose slice j arrived
+    std::vector<std::deque<uint64_t>> ready_;    // per sender: tags of WRITEs ready to post
     std::vector<uint32_t> outstanding_;
     std::vector<uint64_t> sent_;
     uint64_t done_ = 0;
@@ -328,6 +429,72 @@ private:
     uint64_t done_ = 0;
 };
 
+// Long flows plus short flows (kind = mix): hosts 0 .. L-1 each write
+// `bytes` to host (i + N/2) mod N at the start; short_flows WRITEs of
+// short_bytes arrive as a Poisson process (exponential gaps of mean
+// 1/short_rate_per_us, from the scenario's seed), each from a host drawn
+// among L .. N-1 to one drawn among all others, posted at its arrival time
+// (a fabric event) on the connection of its host pair (one per pair: short
+// flows between the same pair queue behind each other, as on one QP).
+class Mix final : public Workload {
+public:
+    Mix(Fabric& fab, uint32_t n, const WorkloadSpec& w, uint64_t seed)
+        : fab_(fab), n_(n), long_(std::min(n - 1, long_hosts(w, n))), bytes_(w.bytes), short_bytes_(w.short_bytes),
+          sent_(n, 0), conn_of_(size_t(n) * n, UINT32_MAX) {
+        for (uint32_t i = 0; i < long_; ++i) {
+            pairs_.emplace_back(i, (i + std::max<uint32_t>(1, n / 2)) % n);
+            sent_[i] += bytes_;
+        }
+        Rng rng(splitmix64(seed ^ 0x5a0f7u));
+        double t_us = 0;
+        for (uint32_t k = 0; k < w.short_flows; ++k) {
+            t_us += -std::log1p(-rng.uniform()) / w.short_rate_per_us;
+            const uint32_t src = long_ + uint32_t(rng.below(n - long_));
+            uint32_t dst = uint32_t(rng.below(n - 1));
+            if (dst >= src) ++dst;
+            uint32_t& c = conn_of_[size_t(src) * n + dst];
+            if (c == UINT32_MAX) {
+                c = uint32_t(pairs_.size());
+                pairs_.emplace_back(src, dst);
+            }
+            arrivals_.push_back(Arrival{Time(t_us * 1e3), src, c});
+            sent_[src] += short_bytes_;
+        }
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> pairs() const override { return pairs_; }
+    void start(Cluster& c) override {
+        for (uint32_t i = 0; i < long_; ++i) c.write(i, bytes_, i);
+        const Time t0 = fab_.now();
+        for (size_t k = 0; k < arrivals_.size(); ++k)
+            fab_.at(t0 + arrivals_[k].at, [this, &c, k] {
+                const Arrival& a = arrivals_[k];
+                c.write(a.conn, short_bytes_, kShort | k);
+                fab_.kick(c.host(a.src));
+            });
+    }
+    void on_done(Cluster&, const Done&, Time) override { ++done_; }
+    bool finished() const override { return done_ == ops(); }
+    uint64_t ops() const override { return long_ + arrivals_.size(); }
+    uint64_t sent_by(uint32_t h) const override { return sent_[h]; }
+    std::vector<std::string> class_names() const override { return {"long", "short"}; }
+    size_t op_class(uint64_t tag) const override { return tag & kShort ? 1 : 0; }
+
+private:
+    static constexpr uint64_t kShort = 1ull << 40;
+    struct Arrival {
+        Time at;  // from the workload's start
+        uint32_t src, conn;
+    };
+    Fabric& fab_;
+    uint32_t n_, long_;
+    uint64_t bytes_, short_bytes_;
+    std::vector<std::pair<uint32_t, uint32_t>> pairs_;
+    std::vector<Arrival> arrivals_;
+    std::vector<uint64_t> sent_;
+    std::vector<uint32_t> conn_of_;  // [src * n + dst]: the short flows' connection
+    uint64_t done_ = 0;
+};
+
 // The cluster as the workloads see it, noting when each operation was
 // posted so its duration (flow completion time) can be reported. Tags are
 // unique per operation in every workload.
@@ -369,6 +536,7 @@ Time base_rtt(const Scenario& s) {
     const uint32_t hops = f.topology == TopologyKind::pair ? 1
                           : f.topology == TopologyKind::star ? 2
                           : f.hosts_per_leaf >= f.hosts   ? 2
+                          : f.topology == TopologyKind::fat_tree && f.tiers == 3 ? 6
                                                           : 4;
     const uint32_t payload = s.transport == TransportKind::mroce ? s.engine.max_payload : s.roce.mtu;
     auto ser = [&](uint64_t bytes) { return Time(double(bytes) * 8e9 / double(f.link_bps)); };
@@ -382,6 +550,11 @@ double jain(const std::vector<double>& x) {
         s2 += v * v;
     }
     return s2 > 0 ? s * s / (double(x.size()) * s2) : 0.0;
+}
+
+// The q-quantile of sorted ns values, in us (0 if none; q = 1: the max).
+double percentile_us(const std::vector<Time>& sorted, double q) {
+    return sorted.empty() ? 0.0 : double(sorted[std::min(sorted.size() - 1, size_t(q * double(sorted.size())))]) / 1e3;
 }
 
 std::string num(double v) {
@@ -406,7 +579,11 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         case WorkloadKind::ring_allreduce: wl = std::make_unique<RingAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding,
                                                                             s.workload.streams);
             break;
+        case WorkloadKind::tree_allreduce:
+            wl = std::make_unique<TreeAllReduce>(n, s.workload.bytes, s.workload.slices, s.workload.slices_outstanding);
+            break;
         case WorkloadKind::incast: wl = std::make_unique<Incast>(n, s.workload.bytes); break;
+        case WorkloadKind::mix: wl = std::make_unique<Mix>(fab, n, s.workload, s.seed); break;
         case WorkloadKind::all_to_all:
         case WorkloadKind::permutation:
             wl = std::make_unique<Flows>(n, s.workload.bytes, s.workload.conns_per_pair,
@@ -447,6 +624,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     const Time at_2rtt = start + 2 * r.base_rtt;
     Time next_sample = s.sample_interval ? start + s.sample_interval : kNever;
     Time last_sample = start;
+    for (const std::string& name : wl->class_names()) r.classes.push_back({name, {}});
     Timed timed(*cluster, fab);
     wl->start(timed);
     std::vector<Done> done;
@@ -463,6 +641,7 @@ RunResult run_scenario(const Scenario& s, bool progress) {
             if (!d.ok) ++r.failed_ops;
             r.op_times.push_back(fab.now() - start);
             r.op_durations.push_back(timed.finish(d.tag));
+            if (!r.classes.empty()) r.classes[wl->op_class(d.tag)].durations.push_back(r.op_durations.back());
             wl->on_done(timed, d, fab.now() - start);
         }
         if (fab.now() >= next_sample) {
@@ -499,6 +678,9 @@ RunResult run_scenario(const Scenario& s, bool progress) {
     r.completed = wl->finished();
     r.ops = r.op_times.size();
     r.jct = fab.now() - start;
+    for (uint32_t i = 0; i < n; ++i) r.placed_bytes += cluster->rx_bytes(i) - rx0[i];
+    if (s.workload.kind == WorkloadKind::ring_allreduce || s.workload.kind == WorkloadKind::tree_allreduce)
+        r.algbw_gbps = double(s.workload.bytes) * 8.0 / double(std::max<Time>(r.jct, 1));
     for (uint32_t i = 0; i < n; ++i) {
         const double g = double(wl->sent_by(i)) * 8.0 / double(std::max<Time>(r.jct, 1));
         r.host_gbps.push_back(g);
@@ -548,19 +730,41 @@ RunResult run_scenario(const Scenario& s, bool progress) {
         gs.mean_queue_bytes = samples ? double(sum) / double(samples) : 0.0;
         r.groups.push_back(gs);
     }
-    if (built.has_planes)
+    if (built.has_planes) {
         for (uint16_t p = 0; p < s.fabric.planes; ++p) r.plane_packets.push_back(plane_tx(fab, built, p) - plane_base[p]);
+        const PlanesTopology& t = built.planes;
+        const std::pair<const char*, const std::vector<LinkId>*> kinds[] = {
+            {"leaf_up", &t.leaf_spine}, {"agg_up", &t.agg_core},   {"core_down", &t.core_agg},
+            {"spine_down", &t.spine_leaf}, {"leaf_down", &t.down}};
+        for (const auto& [name, links] : kinds) {
+            if (links->empty()) continue;
+            RunResult::TierStats ts{name, links->size(), 0, UINT64_MAX, 0, 0, 0};
+            for (LinkId l : *links) {
+                const LinkCounters& c = fab.link(l).counters();
+                ts.tx_packets += c.tx_packets;
+                ts.min_link_tx_packets = std::min(ts.min_link_tx_packets, c.tx_packets);
+                ts.drop_queue += c.drop_queue;
+                ts.ce_marks += c.ce_marks;
+                ts.max_queue_bytes = std::max(ts.max_queue_bytes, c.max_queue_bytes);
+            }
+            r.tiers.push_back(ts);
+        }
+    }
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return r;
+}
+
+double RunResult::OpClass::pct(double q) const {
+    std::vector<Time> v = durations;
+    std::sort(v.begin(), v.end());
+    return percentile_us(v, q);
 }
 
 std::string RunResult::json(const Scenario& s) const {
     std::vector<Time> t = op_times, du = op_durations;
     std::sort(t.begin(), t.end());
     std::sort(du.begin(), du.end());
-    auto pct_of = [](const std::vector<Time>& v, double q) -> double {
-        return v.empty() ? 0.0 : double(v[std::min(v.size() - 1, size_t(q * double(v.size())))]) / 1e3;
-    };
+    const auto& pct_of = percentile_us;
     auto pct = [&](double q) { return pct_of(t, q); };
     std::string o = "{\n";
     o += "  \"scenario\": \"" + s.origin + "\",\n";
@@ -575,6 +779,15 @@ std::string RunResult::json(const Scenario& s) const {
          ", \"p99\": " + num(pct(0.99)) + ", \"max\": " + num(t.empty() ? 0.0 : double(t.back()) / 1e3) + "},\n";
     o += "  \"op_duration_us\": {\"p50\": " + num(pct_of(du, 0.5)) + ", \"p99\": " + num(pct_of(du, 0.99)) +
          ", \"max\": " + num(du.empty() ? 0.0 : double(du.back()) / 1e3) + "},\n";
+    if (!classes.empty()) {
+        o += "  \"fct_us\": {";
+        for (size_t i = 0; i < classes.size(); ++i)
+            o += std::string(i ? ", " : "") + "\"" + classes[i].name + "\": {\"count\": " +
+                 std::to_string(classes[i].durations.size()) + ", \"p50\": " + num(classes[i].pct(0.5)) +
+                 ", \"p99\": " + num(classes[i].pct(0.99)) + ", \"max\": " + num(classes[i].pct(1)) + "}";
+        o += "},\n";
+    }
+    o += "  \"placed_bytes\": " + std::to_string(placed_bytes) + ", \"algbw_gbps\": " + num(algbw_gbps) + ",\n";
     o += "  \"aggregate_gbps\": " + num(aggregate_gbps) + ", \"jain\": " + num(jain) +
          ", \"jain_from_2rtt\": " + num(jain_from_2rtt) + ", \"base_rtt_us\": " + num(double(base_rtt) / 1e3) + ",\n";
     o += "  \"host_gbps\": [";
@@ -598,6 +811,18 @@ std::string RunResult::json(const Scenario& s) const {
              ", \"mean_queue_bytes\": " + num(g.mean_queue_bytes) + "}";
     }
     o += "],\n";
+    if (!tiers.empty()) {
+        o += "  \"per_tier\": [";
+        for (size_t i = 0; i < tiers.size(); ++i) {
+            const TierStats& x = tiers[i];
+            o += std::string(i ? ",\n    " : "\n    ") + "{\"tier\": \"" + x.name + "\", \"links\": " +
+                 std::to_string(x.links) + ", \"tx_packets\": " + std::to_string(x.tx_packets) +
+                 ", \"min_link_tx_packets\": " + std::to_string(x.min_link_tx_packets) +
+                 ", \"drop_queue\": " + std::to_string(x.drop_queue) + ", \"ce_marks\": " + std::to_string(x.ce_marks) +
+                 ", \"max_queue_bytes\": " + std::to_string(x.max_queue_bytes) + "}";
+        }
+        o += "],\n";
+    }
     o += "  \"transport_stats\": {" + transport_stats + "},\n";
     o += "  \"wall_s\": " + num(wall_s) + "\n}\n";
     return o;

@@ -20,8 +20,17 @@ struct RunResult {
     Time jct = 0;                    // job completion time from the workload's start, ns
     std::vector<double> host_gbps;   // payload each host sent / jct
     double aggregate_gbps = 0;
+    uint64_t placed_bytes = 0;       // payload placed at all hosts during the workload, each byte once
+    double algbw_gbps = 0;           // all-reduces: bytes (one host's buffer) / jct, NCCL's algorithm bandwidth
     std::vector<Time> op_times;      // each op's completion time (incast: per sender)
     std::vector<Time> op_durations;  // each op's completion time from its own post (flow completion time)
+    // mix: flow completion times (from each op's own post) per class, "long" and "short".
+    struct OpClass {
+        std::string name;
+        std::vector<Time> durations;
+        double pct(double q) const;  // us; q = 1: the max
+    };
+    std::vector<OpClass> classes;
     double jain = 0;                 // incast: over the senders' rates (bytes / own completion time)
     std::string transport_stats;     // JSON members
     uint64_t fabric_drops = 0, ce_marks = 0, max_queue_bytes = 0;
@@ -42,6 +51,15 @@ struct RunResult {
         uint64_t nic_max_queue_bytes = 0; // hosts' own first-hop links: what the NICs held
         double mean_queue_bytes = 0;      // backlog arrivals found at its switch ports, averaged over arrivals
     };
+    // planes and fat_tree: per kind of link, all planes together (leaf_up:
+    // leaf -> spine or aggregation; agg_up, core_down: tiers = 3 only;
+    // spine_down: spine or aggregation -> leaf; leaf_down: leaf -> host).
+    struct TierStats {
+        std::string name;
+        uint64_t links = 0, tx_packets = 0, min_link_tx_packets = 0;
+        uint64_t drop_queue = 0, ce_marks = 0, max_queue_bytes = 0;
+    };
+    std::vector<TierStats> tiers;
     std::string group_kind;
     std::vector<GroupStats> groups;
     Time base_rtt = 0;               // one full data packet out, a header-only ack back, unloaded

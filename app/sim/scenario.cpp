@@ -85,16 +85,27 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
     } else if (sec == "fabric") {
         if (k == "topology")
             f.topology = parse_enum<TopologyKind>(
-                w, v, {{"pair", TopologyKind::pair}, {"star", TopologyKind::star}, {"planes", TopologyKind::planes}});
+                w, v, {{"pair", TopologyKind::pair},
+                        {"star", TopologyKind::star},
+                        {"planes", TopologyKind::planes},
+                        {"fat_tree", TopologyKind::fat_tree}});
         else if (k == "hosts") f.hosts = uint32_t(parse_uint(w, v, 2, 4096));
         else if (k == "planes") f.planes = uint16_t(parse_uint(w, v, 1, 64));
-        else if (k == "spines") f.spines = uint16_t(parse_uint(w, v, 1, 256));
+        else if (k == "spines") {
+            f.spines = uint16_t(parse_uint(w, v, 1, 256));
+            f.spines_given = true;
+        } else if (k == "tiers") f.tiers = uint16_t(parse_uint(w, v, 2, 3));
+        else if (k == "oversubscription") f.oversubscription = parse_real(w, v, 1, 256);
+        else if (k == "leaves_per_pod") f.leaves_per_pod = uint32_t(parse_uint(w, v, 1, 4096));
         else if (k == "hosts_per_leaf") f.hosts_per_leaf = uint32_t(parse_uint(w, v, 1, 4096));
         else if (k == "paths") f.pair_paths = uint16_t(parse_uint(w, v, 1, 256));
         else if (k == "link_gbps") f.link_bps = uint64_t(parse_real(w, v, 0.001, 100'000) * 1e9);
         else if (k == "link_delay_ns") f.link_delay = parse_uint(w, v, 0, 1'000'000'000);
         else if (k == "buffer_bytes") f.buffer_bytes = parse_uint(w, v, 4096, 64 * kGiB);
         else if (k == "ecn_threshold_bytes") f.ecn_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "ecn_min_bytes") f.ecn_min_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "ecn_max_bytes") f.ecn_max_bytes = parse_uint(w, v, 0, 64 * kGiB);
+        else if (k == "ecn_pmax") f.ecn_pmax = parse_real(w, v, 1e-9, 1);
         else if (k == "link_loss") f.link_loss = parse_real(w, v, 0, 1);
         else if (k == "path_loss") f.path_loss = parse_real(w, v, 0, 1);
         else if (k == "overhead_bytes") f.overhead_bytes = uint32_t(parse_uint(w, v, 0, 1024));
@@ -119,15 +130,21 @@ bool apply(Scenario& s, const std::string& sec, const Where& w, const std::strin
             wl.kind = parse_enum<WorkloadKind>(
                 w, v,
                 {{"ring_allreduce", WorkloadKind::ring_allreduce},
+                 {"tree_allreduce", WorkloadKind::tree_allreduce},
                  {"incast", WorkloadKind::incast},
                  {"all_to_all", WorkloadKind::all_to_all},
-                 {"permutation", WorkloadKind::permutation}});
+                 {"permutation", WorkloadKind::permutation},
+                 {"mix", WorkloadKind::mix}});
         else if (k == "bytes") wl.bytes = parse_uint(w, v, 1, 1024 * kGiB);
         else if (k == "chunk_bytes") wl.chunk_bytes = uint32_t(parse_uint(w, v, 4096, 1u << 30));
         else if (k == "conns_per_pair") wl.conns_per_pair = uint32_t(parse_uint(w, v, 1, 4096));
         else if (k == "slices") wl.slices = uint32_t(parse_uint(w, v, 1, 65536));
         else if (k == "slices_outstanding") wl.slices_outstanding = uint32_t(parse_uint(w, v, 0, 65536));
         else if (k == "streams") wl.streams = uint32_t(parse_uint(w, v, 1, 64));
+        else if (k == "long_hosts") wl.long_hosts = uint32_t(parse_uint(w, v, 0, 4095));
+        else if (k == "short_bytes") wl.short_bytes = parse_uint(w, v, 1, kGiB);
+        else if (k == "short_flows") wl.short_flows = uint32_t(parse_uint(w, v, 0, 10'000'000));
+        else if (k == "short_rate_per_us") wl.short_rate_per_us = parse_real(w, v, 1e-6, 1e6);
         else if (k == "time_limit_ms") wl.time_limit = parse_uint(w, v, 1, 3'600'000) * 1'000'000;
         else return false;
     } else if (sec == "event") {
@@ -178,34 +195,79 @@ EngineConfig engine_from(const std::vector<std::string>& engine_lines, const std
 // [engine] says otherwise: hints are shares of it (R-HINT-3).
 void finish_engine(Scenario& s) {
     if (s.engine.rx_capacity_mbps != 0 && s.engine_rx_capacity_given) return;
-    const uint64_t ports = s.fabric.topology == TopologyKind::planes ? s.fabric.planes
+    const uint64_t ports = leaf_spine(s.fabric) ? s.fabric.planes
                            : s.fabric.topology == TopologyKind::pair ? s.fabric.pair_paths
                                                                      : 1;
     s.engine.rx_capacity_mbps = uint32_t(std::min<uint64_t>(UINT32_MAX, s.fabric.link_bps / 1'000'000 * ports));
     s.engine_rx_capacity_given = false;
 }
 
-void check(const Scenario& s) {
-    const FabricSpec& f = s.fabric;
+void check(Scenario& s) {
+    FabricSpec& f = s.fabric;
     auto bad = [&](const std::string& why) { throw ConfigError(s.origin + ": " + why); };
+    if (f.topology != TopologyKind::fat_tree) {
+        if (f.tiers != 2) bad("key 'tiers': tiers are for topology = fat_tree");
+        if (f.oversubscription != 1) bad("key 'oversubscription': oversubscription is for topology = fat_tree");
+        if (f.leaves_per_pod) bad("key 'leaves_per_pod': pods are for topology = fat_tree, tiers = 3");
+    } else {
+        // Sizes derived from hosts and hosts_per_leaf; impossible ones refused naming the key.
+        const std::string hpl = std::to_string(f.hosts_per_leaf);
+        if (f.spines_given) bad("key 'spines': a fat_tree derives its spines (hosts_per_leaf / oversubscription)");
+        if (f.hosts % f.hosts_per_leaf)
+            bad("key 'hosts_per_leaf': " + hpl + " does not divide hosts = " + std::to_string(f.hosts));
+        const uint32_t leaves = f.hosts / f.hosts_per_leaf;
+        if (leaves < 2) bad("key 'hosts_per_leaf': a fat_tree needs at least 2 leaves (hosts / hosts_per_leaf)");
+        const double up = double(f.hosts_per_leaf) / f.oversubscription;
+        if (up < 1 || std::fabs(up - std::round(up)) > 1e-9 || up > 256)
+            bad("key 'oversubscription': hosts_per_leaf / oversubscription (" + hpl + " / " +
+                std::to_string(f.oversubscription) + ") must be a whole number of uplinks per leaf, 1..256");
+        f.spines = uint16_t(std::lround(up));
+        if (f.tiers == 2 && f.leaves_per_pod) bad("key 'leaves_per_pod': pods are for tiers = 3");
+        if (f.tiers == 3) {
+            const uint32_t lpp = f.leaves_per_pod ? f.leaves_per_pod : 2;
+            if (leaves % lpp || leaves / lpp < 2)
+                bad("key 'leaves_per_pod': " + std::to_string(lpp) + " leaves per pod must divide the " +
+                    std::to_string(leaves) + " leaves into at least 2 pods");
+            if (lpp > 65535) bad("key 'leaves_per_pod': at most 65535");
+        }
+    }
     if (f.topology == TopologyKind::pair && f.hosts != 2) bad("key 'hosts': topology = pair has exactly 2 hosts");
+    if (!f.ecn_max_bytes && f.ecn_min_bytes) bad("key 'ecn_min_bytes': a RED ramp needs ecn_max_bytes too");
+    if (!f.ecn_max_bytes && f.ecn_pmax != 1) bad("key 'ecn_pmax': a RED ramp needs ecn_max_bytes too");
+    if (f.ecn_max_bytes && f.ecn_max_bytes <= f.ecn_min_bytes)
+        bad("key 'ecn_max_bytes': must be above ecn_min_bytes (" + std::to_string(f.ecn_min_bytes) + ")");
     if (f.pfc && f.pfc_xon_bytes >= f.pfc_xoff_bytes) bad("key 'pfc_xon_bytes': must be below pfc_xoff_bytes");
-    if (f.hot_bps && f.topology != TopologyKind::planes) bad("key 'hot_gbps': a hot link needs topology = planes");
+    if (f.hot_bps && !leaf_spine(f)) bad("key 'hot_gbps': a hot link needs topology = planes or fat_tree");
     if (f.hot_bps && f.hot_spine >= f.spines)
         bad("key 'hot_spine': no spine " + std::to_string(f.hot_spine) + " (spines = " + std::to_string(f.spines) + ")");
     if (f.hot_bps && f.hot_leaf >= (f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf)
         bad("key 'hot_leaf': no leaf " + std::to_string(f.hot_leaf) + " (" +
             std::to_string((f.hosts + f.hosts_per_leaf - 1) / f.hosts_per_leaf) + " leaves)");
-    if (s.workload.slices > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
-        bad("key 'slices': slices are for kind = ring_allreduce");
+    const bool allreduce =
+        s.workload.kind == WorkloadKind::ring_allreduce || s.workload.kind == WorkloadKind::tree_allreduce;
+    if (s.workload.slices > 1 && !allreduce) bad("key 'slices': slices are for kind = ring_allreduce or tree_allreduce");
+    {
+        const WorkloadSpec& w = s.workload;
+        const WorkloadSpec dflt;
+        const bool mix = w.kind == WorkloadKind::mix;
+        if (!mix && w.long_hosts != dflt.long_hosts) bad("key 'long_hosts': for kind = mix");
+        if (!mix && w.short_bytes != dflt.short_bytes) bad("key 'short_bytes': for kind = mix");
+        if (!mix && w.short_flows != dflt.short_flows) bad("key 'short_flows': for kind = mix");
+        if (!mix && w.short_rate_per_us != dflt.short_rate_per_us) bad("key 'short_rate_per_us': for kind = mix");
+        if (mix && w.long_hosts != dflt.long_hosts && w.long_hosts >= f.hosts)
+            bad("key 'long_hosts': " + std::to_string(w.long_hosts) + " leaves no host for the short flows (hosts = " +
+                std::to_string(f.hosts) + ")");
+        if (mix && w.conns_per_pair != 1) bad("key 'conns_per_pair': kind = mix opens one connection per flow's host pair");
+    }
     if (s.workload.streams > 1 && s.workload.kind != WorkloadKind::ring_allreduce)
         bad("key 'streams': streams are for kind = ring_allreduce");
     if (s.workload.kind == WorkloadKind::incast && f.topology == TopologyKind::pair && f.hosts != 2)
         bad("key 'kind': incast needs hosts >= 2");
     for (const EventSpec& e : s.events) {
         const bool plane = e.action == EventAction::plane_down || e.action == EventAction::plane_up;
-        if (plane && f.topology != TopologyKind::planes)
-            throw ConfigError(s.origin + ":" + std::to_string(e.line) + ": key 'action': plane events need topology = planes");
+        if (plane && !leaf_spine(f))
+            throw ConfigError(s.origin + ":" + std::to_string(e.line) +
+                              ": key 'action': plane events need topology = planes or fat_tree");
         if (plane && e.target >= f.planes)
             throw ConfigError(s.origin + ":" + std::to_string(e.line) + ": key 'target': no plane " +
                               std::to_string(e.target));
@@ -221,9 +283,11 @@ const char* to_string(TransportKind k) noexcept { return k == TransportKind::mro
 const char* to_string(WorkloadKind k) noexcept {
     switch (k) {
         case WorkloadKind::ring_allreduce: return "ring_allreduce";
+        case WorkloadKind::tree_allreduce: return "tree_allreduce";
         case WorkloadKind::incast: return "incast";
         case WorkloadKind::all_to_all: return "all_to_all";
         case WorkloadKind::permutation: return "permutation";
+        case WorkloadKind::mix: return "mix";
     }
     return "?";
 }

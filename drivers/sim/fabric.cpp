@@ -62,9 +62,26 @@ Link::Link(LinkId id, const LinkConfig& cfg, uint64_t seed, Fabric* fab)
     if (cfg_.rate_bps == 0) throw std::invalid_argument("sim link rate_bps must be > 0");
     loss_threshold_ = probability_threshold(cfg_.loss);
     dup_threshold_ = probability_threshold(cfg_.duplicate);
+    set_ecn_ramp(cfg_.ecn_min_bytes, cfg_.ecn_max_bytes, cfg_.ecn_pmax);
     pfc_served_ = cfg_.pfc_xoff_bytes != kUnlimited;
     if (pfc_served_ && cfg_.pfc_xon_bytes >= cfg_.pfc_xoff_bytes)
         throw std::invalid_argument("sim link pfc_xon_bytes must be below pfc_xoff_bytes");
+}
+
+void Link::set_ecn_ramp(uint64_t min_bytes, uint64_t max_bytes, double pmax) {
+    if (max_bytes && (min_bytes >= max_bytes || !(pmax > 0 && pmax <= 1)))
+        throw std::invalid_argument("sim link ECN ramp: needs ecn_min_bytes < ecn_max_bytes, 0 < ecn_pmax <= 1");
+    cfg_.ecn_min_bytes = min_bytes;
+    cfg_.ecn_max_bytes = max_bytes;
+    cfg_.ecn_pmax = pmax;
+}
+
+bool Link::ce_mark(uint64_t backlog) noexcept {
+    if (cfg_.ecn_max_bytes == 0) return backlog > cfg_.ecn_threshold_bytes;
+    if (backlog >= cfg_.ecn_max_bytes) return true;
+    if (backlog <= cfg_.ecn_min_bytes) return false;
+    return rng_.uniform() * double(cfg_.ecn_max_bytes - cfg_.ecn_min_bytes) <
+           cfg_.ecn_pmax * double(backlog - cfg_.ecn_min_bytes);
 }
 
 void Link::set_loss(double p) noexcept {
@@ -619,7 +636,7 @@ void Fabric::Impl::enqueue(uint32_t slot) {
         free_packet(slot);
         return;
     }
-    if (p->ect && !p->ce && backlog > L.cfg_.ecn_threshold_bytes) {
+    if (p->ect && !p->ce && L.ce_mark(backlog)) {
         p->ce = 1;
         ++L.ctr_.ce_marks;
         if (trace) [[unlikely]]

@@ -73,6 +73,14 @@ struct LinkConfig {
     Time delay = 1'000;                      // propagation, ns
     uint64_t capacity_bytes = kUnlimited;    // output queue (drop-tail), counting the packet in service
     uint64_t ecn_threshold_bytes = kUnlimited;  // CE-mark ECT packets that find more queued than this
+    // RED-style ramp instead of the threshold (when ecn_max_bytes > 0): an
+    // ECT packet that finds a backlog q is CE-marked with probability
+    // ecn_pmax * (q - ecn_min_bytes) / (ecn_max_bytes - ecn_min_bytes)
+    // between the two, always from ecn_max_bytes on (draws from the link's
+    // own random stream).
+    uint64_t ecn_min_bytes = 0;
+    uint64_t ecn_max_bytes = 0;
+    double ecn_pmax = 1;
     double loss = 0;                         // probability a packet is lost on the wire
     double duplicate = 0;                    // probability a packet arrives twice
     Time jitter = 0;                         // extra propagation, uniform in [0, jitter] ns per packet
@@ -175,6 +183,8 @@ public:
     void set_loss(double p) noexcept;
     void set_duplicate(double p) noexcept;
     void set_ecn_threshold(uint64_t bytes) noexcept { cfg_.ecn_threshold_bytes = bytes; }
+    // ecn_max_bytes = 0: back to the threshold.
+    void set_ecn_ramp(uint64_t min_bytes, uint64_t max_bytes, double pmax);
     void set_capacity(uint64_t bytes) noexcept { cfg_.capacity_bytes = bytes; }
     void set_rate(uint64_t bps) noexcept;
     void set_delay(Time ns) noexcept { cfg_.delay = ns; }
@@ -198,6 +208,7 @@ private:
     friend class Fabric;
     Link(LinkId id, const LinkConfig& cfg, uint64_t seed, Fabric* fab);
     void drain(Time now) noexcept;
+    bool ce_mark(uint64_t backlog) noexcept;  // whether an ECT packet finding this backlog is marked
     // Starts serializing `bytes` at the later of now and the end of the
     // previous packet; returns when the last bit leaves (rounded up to the ns).
     Time serialize(Time now, uint64_t bytes) noexcept;
@@ -422,28 +433,48 @@ StarTopology build_star(Fabric& fab, std::span<const HostId> senders, HostId rec
 // path index mod P picks the plane; between leaves, ECMP picks the spine by
 // hashing (src, dst, entropy), as a switch hashes the 5-tuple. With the
 // default hosts_per_leaf = 1 every pair crosses the spines.
+//
+// tiers = 3 makes each plane a three-tier fat-tree: the leaves are grouped
+// in pods of leaves_per_pod, the K "spines" are then each pod's aggregation
+// switches (every leaf of a pod links to all K of its pod), and K groups of
+// cores_per_agg core switches join the pods: aggregation switch k of every
+// pod links to every core of group k. Between pods a packet climbs leaf ->
+// aggregation (ECMP over K) -> core (ECMP over cores_per_agg, hashed apart
+// from the first choice) and comes down core -> the destination pod's
+// aggregation k -> leaf. tiers = 2 is one pod, no cores.
 struct PlanesConfig {
     uint16_t planes = 4;
     uint16_t spines = 4;
     uint32_t hosts_per_leaf = 1;
+    uint16_t tiers = 2;             // 2 or 3
+    uint32_t leaves_per_pod = 0;    // tiers = 3: leaves per pod (> 0)
+    uint16_t cores_per_agg = 0;     // tiers = 3: cores per aggregation group (> 0)
     LinkConfig host_link{};   // host <-> leaf, both directions
-    LinkConfig spine_link{};  // leaf <-> spine, both directions
+    LinkConfig spine_link{};  // leaf <-> spine (aggregation), aggregation <-> core, both directions
 };
 struct PlanesTopology {
     std::vector<HostId> hosts;
     uint16_t planes = 0, spines = 0;
     uint32_t leaves = 0, hosts_per_leaf = 1;
+    uint16_t tiers = 2;
+    uint32_t pods = 1, leaves_per_pod = 0;  // tiers = 2: one pod of every leaf
+    uint16_t cores_per_agg = 0;             // tiers = 2: 0
     std::vector<LinkId> up;          // [host index * planes + plane]: host -> leaf
     std::vector<LinkId> down;        // [host index * planes + plane]: leaf -> host
+    // leaf <-> spine; tiers = 3: spine s of a leaf is aggregation switch s of the leaf's pod
     std::vector<LinkId> leaf_spine;  // [(plane * leaves + leaf) * spines + spine]
     std::vector<LinkId> spine_leaf;  // [(plane * spines + spine) * leaves + leaf]
+    // tiers = 3 only: aggregation (pod, s) <-> core c of group s
+    std::vector<LinkId> agg_core;    // [((plane * pods + pod) * spines + s) * cores_per_agg + c]
+    std::vector<LinkId> core_agg;    // [((plane * spines + s) * cores_per_agg + c) * pods + pod]
     uint64_t ecmp_seed = 0;          // what the router hashes with (ecmp_pick's seed)
     std::vector<LinkId> plane_links(uint16_t plane) const;
     void set_plane_up(Fabric& fab, uint16_t plane, bool up) const;
 };
 PlanesTopology build_planes(Fabric& fab, std::span<const HostId> hosts, const PlanesConfig& cfg = {});
 
-// The spine ECMP picks for a flow (exposed so tests can aim at one spine).
+// The spine ECMP picks for a flow (exposed so tests can aim at one spine);
+// tiers = 3: the core within the group, with seed splitmix64(ecmp_seed ^ 0xc0e).
 uint16_t ecmp_pick(uint64_t seed, uint16_t plane, HostId src, HostId dst, uint16_t entropy,
                    uint16_t choices) noexcept;
 

@@ -104,7 +104,7 @@ StarTopology build_star(Fabric& fab, std::span<const HostId> senders, HostId rec
     return t;
 }
 
-// --- multi-plane leaf-spine ---
+// --- multi-plane leaf-spine, two- or three-tier ---
 
 std::vector<LinkId> PlanesTopology::plane_links(uint16_t plane) const {
     if (plane >= planes) throw std::out_of_range("sim planes: no such plane");
@@ -116,6 +116,11 @@ std::vector<LinkId> PlanesTopology::plane_links(uint16_t plane) const {
     const size_t per_plane = size_t(leaves) * spines;
     out.insert(out.end(), leaf_spine.begin() + plane * per_plane, leaf_spine.begin() + (plane + 1) * per_plane);
     out.insert(out.end(), spine_leaf.begin() + plane * per_plane, spine_leaf.begin() + (plane + 1) * per_plane);
+    const size_t cores = size_t(pods) * spines * cores_per_agg;
+    if (tiers == 3) {
+        out.insert(out.end(), agg_core.begin() + plane * cores, agg_core.begin() + (plane + 1) * cores);
+        out.insert(out.end(), core_agg.begin() + plane * cores, core_agg.begin() + (plane + 1) * cores);
+    }
     return out;
 }
 
@@ -126,12 +131,19 @@ void PlanesTopology::set_plane_up(Fabric& fab, uint16_t plane, bool is_up) const
 PlanesTopology build_planes(Fabric& fab, std::span<const HostId> hosts, const PlanesConfig& cfg) {
     if (hosts.empty() || cfg.planes == 0 || cfg.spines == 0 || cfg.hosts_per_leaf == 0)
         throw std::invalid_argument("sim planes: hosts, planes, spines and hosts_per_leaf must be > 0");
+    if (cfg.tiers != 2 && cfg.tiers != 3) throw std::invalid_argument("sim planes: tiers must be 2 or 3");
+    if (cfg.tiers == 3 && (cfg.leaves_per_pod == 0 || cfg.cores_per_agg == 0))
+        throw std::invalid_argument("sim planes: tiers = 3 needs leaves_per_pod and cores_per_agg > 0");
     PlanesTopology t;
     t.hosts.assign(hosts.begin(), hosts.end());
     t.planes = cfg.planes;
     t.spines = cfg.spines;
     t.hosts_per_leaf = cfg.hosts_per_leaf;
     t.leaves = uint32_t((hosts.size() + cfg.hosts_per_leaf - 1) / cfg.hosts_per_leaf);
+    t.tiers = cfg.tiers;
+    t.leaves_per_pod = cfg.tiers == 3 ? cfg.leaves_per_pod : t.leaves;
+    t.pods = (t.leaves + t.leaves_per_pod - 1) / t.leaves_per_pod;
+    t.cores_per_agg = cfg.tiers == 3 ? cfg.cores_per_agg : 0;
     for (size_t h = 0; h < hosts.size(); ++h) {
         for (uint16_t p = 0; p < cfg.planes; ++p) {
             const std::string tag = "p" + std::to_string(p) + ".h" + std::to_string(hosts[h]);
@@ -150,8 +162,22 @@ PlanesTopology build_planes(Fabric& fab, std::span<const HostId> hosts, const Pl
                 t.spine_leaf[(size_t(p) * cfg.spines + s) * t.leaves + l] =
                     fab.add_link(named(cfg.spine_link, tag + ".down"));
             }
+    const size_t cores = size_t(t.pods) * t.spines * t.cores_per_agg;
+    t.agg_core.resize(cfg.planes * cores);
+    t.core_agg.resize(t.agg_core.size());
+    for (uint16_t p = 0; p < cfg.planes; ++p)
+        for (uint32_t pod = 0; pod < t.pods; ++pod)
+            for (uint16_t s = 0; s < t.spines; ++s)
+                for (uint16_t c = 0; c < t.cores_per_agg; ++c) {
+                    const std::string tag = "p" + std::to_string(p) + ".pod" + std::to_string(pod) + ".agg" +
+                                            std::to_string(s) + ".core" + std::to_string(s) + "." + std::to_string(c);
+                    t.agg_core[((size_t(p) * t.pods + pod) * t.spines + s) * t.cores_per_agg + c] =
+                        fab.add_link(named(cfg.spine_link, tag + ".up"));
+                    t.core_agg[((size_t(p) * t.spines + s) * t.cores_per_agg + c) * t.pods + pod] =
+                        fab.add_link(named(cfg.spine_link, tag + ".down"));
+                }
     t.ecmp_seed = splitmix64(fab.seed() ^ 0xec3bull);
-    fab.set_router([index = host_index(hosts), t, seed = t.ecmp_seed](
+    fab.set_router([index = host_index(hosts), t, seed = t.ecmp_seed, core_seed = splitmix64(t.ecmp_seed ^ 0xc0eull)](
                        HostId src, HostId dst, uint16_t path, uint16_t entropy, LinkId* out) -> size_t {
         const uint32_t si = lookup(index, src), di = lookup(index, dst);
         if (si == UINT32_MAX || di == UINT32_MAX || si == di) return 0;
@@ -164,9 +190,16 @@ PlanesTopology build_planes(Fabric& fab, std::span<const HostId> hosts, const Pl
         }
         const uint16_t spine = ecmp_pick(seed, plane, src, dst, entropy, t.spines);
         out[1] = t.leaf_spine[(size_t(plane) * t.leaves + leaf_s) * t.spines + spine];
-        out[2] = t.spine_leaf[(size_t(plane) * t.spines + spine) * t.leaves + leaf_d];
-        out[3] = t.down[size_t(di) * t.planes + plane];
-        return 4;
+        const uint32_t pod_s = leaf_s / t.leaves_per_pod, pod_d = leaf_d / t.leaves_per_pod;
+        size_t n = 2;
+        if (pod_s != pod_d) {
+            const uint16_t core = ecmp_pick(core_seed, plane, src, dst, entropy, t.cores_per_agg);
+            out[n++] = t.agg_core[((size_t(plane) * t.pods + pod_s) * t.spines + spine) * t.cores_per_agg + core];
+            out[n++] = t.core_agg[((size_t(plane) * t.spines + spine) * t.cores_per_agg + core) * t.pods + pod_d];
+        }
+        out[n++] = t.spine_leaf[(size_t(plane) * t.spines + spine) * t.leaves + leaf_d];
+        out[n++] = t.down[size_t(di) * t.planes + plane];
+        return n;
     });
     return t;
 }

@@ -152,6 +152,21 @@ bool core_list(const std::string& v) {
     return digit;
 }
 
+// An EAL lcore map (the EAL's --lcores): "(0,1,2)@(0,1)", "0@0,1@1,2@0":
+// lcore sets, each optionally @ a CPU set. Checked for its alphabet and
+// parentheses here; the EAL checks the rest at open (naming key 'lcores').
+bool lcore_map(const std::string& v) {
+    if (v.find_first_of("@(") == std::string::npos) return false;
+    int depth = 0;
+    for (char c : v) {
+        if (c == '(') ++depth;
+        else if (c == ')') --depth;
+        else if (!((c >= '0' && c <= '9') || c == ',' || c == '-' || c == '@')) return false;
+        if (depth < 0 || depth > 1) return false;
+    }
+    return depth == 0 && v.back() != '@' && v.front() != '@';
+}
+
 // driver = dpdk keys. Returns false for a key that is not one of them.
 bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDeviceConfig& p) {
     if (k == "eal_args") {
@@ -194,9 +209,17 @@ bool dpdk_key(const Where& w, const std::string& k, const std::string& v, DpdkDe
                 w.bad("expected a MAC address (xx:xx:xx:xx:xx:xx) per plane, separated by commas, or nothing", v);
         p.mac = v;
     } else if (k == "lcores") {
-        if (v != "auto" && !core_list(v)) w.bad("expected auto or a core list such as 2 or 2,3 or 2-3", v);
+        if (v != "auto" && !core_list(v) && !lcore_map(v))
+            w.bad("expected auto, a core list such as 2 or 2,3 or 2-3, or an EAL lcore map such as (0,1,2)@(0,1)", v);
         p.lcores = v;
-    } else if (k == "rx_queues") p.rx_queues = uint16_t(parse_uint(w, v, 1, 64));
+    } else if (k == "pipeline") {
+        if (v == "none") p.pipeline = PipelineMode::none;
+        else if (v == "placement") p.pipeline = PipelineMode::placement;
+        else if (v == "placement+cc") p.pipeline = PipelineMode::placement_cc;
+        else w.bad("expected none, placement or placement+cc", v);
+    } else if (k == "placement_lcore") p.placement_lcore = v.empty() ? -1 : int32_t(parse_uint(w, v, 0, 1023));
+    else if (k == "cc_lcore") p.cc_lcore = v.empty() ? -1 : int32_t(parse_uint(w, v, 0, 1023));
+    else if (k == "rx_queues") p.rx_queues = uint16_t(parse_uint(w, v, 1, 64));
     else if (k == "tx_queues") p.tx_queues = uint16_t(parse_uint(w, v, 1, 64));
     else if (k == "rx_desc") p.rx_desc = uint16_t(parse_uint(w, v, 64, 32768));
     else if (k == "tx_desc") p.tx_desc = uint16_t(parse_uint(w, v, 64, 32768));
@@ -309,6 +332,27 @@ void check_dpdk_planes(const std::string& origin, const std::string& name, const
         throw ConfigError(origin + ":" + std::to_string(planes_kv->line) + ": key 'dpdk_port': needed with " +
                           std::to_string(np) + " planes in device '" + name +
                           "': one ethdev per plane, plane 0 first (e.g. net_memif0, net_memif1)");
+}
+
+// The stage lcores name stages the key pipeline runs, and two stages never share an lcore.
+template <class Kv>
+void check_pipeline(const std::string& origin, const std::string& name, const DeviceConfig& d,
+                    const std::vector<Kv>& kvs) {
+    const DpdkDeviceConfig& p = d.dpdk;
+    for (const auto& kv : kvs) {
+        const auto bad = [&](const std::string& why) {
+            throw ConfigError(origin + ":" + std::to_string(kv.line) + ": key '" + kv.k + "': " + why + " (device '" +
+                              name + "')");
+        };
+        if (kv.v.empty()) continue;   // unset: the EAL's worker lcores in order
+        if (kv.k == "placement_lcore" && p.pipeline == PipelineMode::none)
+            bad("no placement stage with pipeline = none (give pipeline = placement or placement+cc)");
+        if (kv.k == "cc_lcore" && p.pipeline != PipelineMode::placement_cc)
+            bad(std::string("no CC stage with pipeline = ") + to_string(p.pipeline) + " (give pipeline = placement+cc)");
+        if (kv.k == "cc_lcore" && p.placement_lcore == p.cc_lcore)
+            bad("lcore " + std::to_string(p.cc_lcore) + " is the placement stage's too (placement_lcore): each stage "
+                "runs on an lcore of its own");
+    }
 }
 
 }  // namespace
@@ -430,6 +474,7 @@ Config parse_config(std::string_view text, const std::string& origin) {
                               "': give either address (one plane) or planes (one address per plane), not both "
                               "(device '" + name + "')");
         if (d.driver == "dpdk") check_dpdk_planes(origin, name, d, kvs, planes_kv);
+        if (d.driver == "dpdk") check_pipeline(origin, name, d, kvs);
         if (dpdk_only && d.driver != "dpdk")
             throw ConfigError(origin + ":" + std::to_string(dpdk_only->line) + ": key '" + dpdk_only->k +
                               "': only for driver = dpdk (device '" + name + "' uses " + d.driver + ")");

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "mroce/api.hpp"
 
@@ -54,12 +56,99 @@ DeviceConfig with_segment_size(const DeviceConfig& cfg, const Transport* t) {
     return c;
 }
 
+// The engine of the arrangement the key pipeline names (architecture 4.2):
+// copies left to the placement stage, window feedback to the CC stage.
+DeviceConfig with_arrangement(DeviceConfig c) {
+    c.engine.deferred_placement = c.dpdk.pipeline != PipelineMode::none;
+    c.engine.offload_cc = c.dpdk.pipeline == PipelineMode::placement_cc;
+    return c;
+}
+
 Transport& transport_of(const std::unique_ptr<Transport>& t, const std::string& name) {
     if (!t) throw Error("mroce: device '" + name + "': no transport");
     return *t;
 }
 
+// The pipeline policy's view of the transport: its I/O, and keep() handing the
+// job on as it is: the transport's stages find the datagram's buffer by the
+// job's cookie when the loop submits the job, in the same pass as the receive.
+struct StagedPort {
+    Transport* t;
+    size_t recv_burst(RxPacket* out, size_t max) { return t->recv_burst(out, max); }
+    size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) { return t->send_burst(pkts, n, unsent); }
+    Time now() noexcept { return t->now(); }
+    bool idle(bool active, Time now, Time deadline) { return t->idle(active, now, deadline); }
+    PlaceJob keep(const PlaceJob& j) const noexcept { return j; }
+};
+
+// The stages as the loop's placement and CC stages. A copy or a window
+// record on its way keeps the loop from napping (next_deadline: now).
+struct PlacementOf {
+    PipelineStages* s;
+    uint64_t out = 0;
+    void submit(const PlaceJob* j, size_t n, Time now) {
+        s->submit(j, n, now);
+        out += n;
+    }
+    size_t take_done(uint32_t* tokens, size_t max, Time now) {
+        const size_t n = s->take_done(tokens, max, now);
+        out -= n;
+        return n;
+    }
+    Time deadline(Time now) const noexcept { return out ? now : UINT64_MAX; }
+};
+struct CcOf {
+    PipelineStages* s;
+    size_t exchange(Engine& e, Time now) { return s->exchange(e, now); }
+    Time deadline(Time now) const noexcept { return s->cc_pending() ? now : UINT64_MAX; }
+};
+
 }  // namespace
+
+const char* to_string(PipelineMode m) noexcept {
+    switch (m) {
+    case PipelineMode::none: return "none";
+    case PipelineMode::placement: return "placement";
+    case PipelineMode::placement_cc: return "placement+cc";
+    }
+    return "?";
+}
+
+std::unique_ptr<PipelineStages> Transport::start_stages(PipelineMode mode, const EngineConfig&) {
+    throw ConfigError("key 'pipeline': " + std::string(to_string(mode)) + ": " + describe() +
+                      " has no stage cores (pipeline = placement and placement+cc are for driver = dpdk)");
+}
+
+// The device's drive loop behind one virtual call per pass: the loop of the
+// policy the key pipeline selects, one DriveLoop instantiation each.
+struct Device::Loop {
+    virtual ~Loop() = default;
+    virtual size_t step(Time now, LoopHooks& h) = 0;
+    virtual Time next_deadline(Time now) = 0;
+    virtual bool idle(bool active, Time now) = 0;
+    virtual void set_tx_order(TxOrder o) noexcept = 0;
+    virtual uint64_t retry_dropped() const noexcept = 0;
+};
+// One DriveLoop instantiation; the Pipeline policy's stages live beside it
+// (unused in run to completion).
+template <class Port, class Policy>
+struct Device::LoopOf final : Device::Loop {
+    PlacementOf place;
+    CcOf cc;
+    DriveLoop<Port, Engine, Policy> l;
+    LoopOf(Port port, Engine& e, PipelineStages* s, Bursts b) : place{s}, cc{s}, l(port, e, policy(), b) {}
+    Policy policy() noexcept {
+        Policy p;
+        if constexpr (!std::is_same_v<typename Policy::Placement, NoStage>) p.placement = &place;
+        if constexpr (!std::is_same_v<typename Policy::Cc, NoStage>) p.cc = &cc;
+        return p;
+    }
+    size_t step(Time now, LoopHooks& h) override { return l.step(now, h); }
+    Time next_deadline(Time now) override { return l.next_deadline(now); }
+    bool idle(bool active, Time now) override { return l.idle(active, now); }
+    void set_tx_order(TxOrder o) noexcept override { l.set_tx_order(o); }
+    uint64_t retry_dropped() const noexcept override { return l.retry_dropped(); }
+};
 
 uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
     if (mtu == 0) return 4096;
@@ -69,12 +158,33 @@ uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
 }
 
 Device::Device(const DeviceConfig& cfg, std::unique_ptr<Transport> t)
-    : cfg_(with_segment_size(cfg, t.get())), tr_(std::move(t)), eng_(cfg_.engine),
-      loop_(transport_of(tr_, cfg.name), eng_, {}, Bursts{kRxBurst, kTxBurst}) {
+    : cfg_(with_arrangement(with_segment_size(cfg, t.get()))), tr_(std::move(t)), eng_(cfg_.engine) {
+    transport_of(tr_, cfg.name);
+    loop_ = make_loop();
     rng_ = cfg.inject_seed ? cfg.inject_seed : 0x9E3779B97F4A7C15ull;
     loss_thr_ = threshold(cfg.inject_loss);
     ce_thr_ = threshold(cfg.inject_ce);
     if (cfg_.progress == ProgressMode::automatic) thr_ = std::thread([this] { engine_thread(); });
+}
+
+std::unique_ptr<Device::Loop> Device::make_loop() {
+    const Bursts b{kRxBurst, kTxBurst};
+    const PipelineMode mode = cfg_.dpdk.pipeline;
+    if (mode == PipelineMode::none)
+        return std::make_unique<LoopOf<Transport&, RunToCompletion>>(*tr_, eng_, nullptr, b);
+    try {
+        stages_ = tr_->start_stages(mode, eng_.config());
+    } catch (const ConfigError& e) {
+        throw ConfigError("device '" + cfg_.name + "': " + e.what());
+    }
+    if (!stages_) throw Error("device '" + cfg_.name + "': key 'pipeline': the driver started no stages");
+    std::fprintf(stderr, "mroce: device '%s': pipeline %s: %s\n", cfg_.name.c_str(), to_string(mode),
+                 stages_->describe().c_str());
+    if (mode == PipelineMode::placement)
+        return std::make_unique<LoopOf<StagedPort, Pipeline<PlacementOf, NoStage>>>(StagedPort{tr_.get()}, eng_,
+                                                                                     stages_.get(), b);
+    return std::make_unique<LoopOf<StagedPort, Pipeline<PlacementOf, CcOf>>>(StagedPort{tr_.get()}, eng_,
+                                                                             stages_.get(), b);
 }
 
 Device::~Device() {
@@ -116,7 +226,7 @@ void Device::engine_thread() {
         {
             std::lock_guard<std::mutex> g(mu_);
             moved = step_locked(now);
-            deadline = loop_.next_deadline(now);
+            deadline = loop_->next_deadline(now);
         }
         sleeping_.store(true, std::memory_order_relaxed);
         // A post between the unlock and here makes tx pending: do not sleep through it.
@@ -145,7 +255,7 @@ struct Device::LoopHooks {
 size_t Device::step_locked(Time now) {
     ++dst_.passes;
     LoopHooks h{*this};
-    const size_t moved = loop_.step(now, h);
+    const size_t moved = loop_->step(now, h);
     deliver_cq_events_locked();
     return moved;
 }
@@ -208,7 +318,7 @@ void Device::handle_events_locked() {
 
 void Device::set_tx_order(TxOrder o) {
     MaybeLock g(mu_, thr_.joinable());
-    loop_.set_tx_order(o);
+    loop_->set_tx_order(o);
 }
 
 size_t Device::drive() {
@@ -224,8 +334,41 @@ size_t Device::drive_locked() {
         const Time until = driven_until_.load(std::memory_order_relaxed);
         if (until == 0 || now > until + 1'000'000) driving_since_.store(now, std::memory_order_relaxed);
         driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+        returned_locked(now);
     }
     return step_locked(now);
+}
+
+void Device::returned_locked(Time now) noexcept {
+    if (left_at_ == 0) return;
+    stays_away_ = now - left_at_ > Time(cfg_.drive_handoff_us) * 1000;
+    if (stays_away_) lingers_ = true;
+    left_at_ = 0;
+}
+
+bool Device::leave(std::unique_lock<std::mutex>& g) {
+    if (!thr_.joinable() || driven_until_.load(std::memory_order_relaxed) == 0) return false;
+    Time now = tr_->now();
+    if (lingers_) {
+        // Drive until a pass moves a packet (the answer the application waits
+        // for lands now), at most spin_us; the lock is released between passes
+        // so that the application's other threads may post.
+        const Time end = now + Time(cfg_.spin_us) * 1000;
+        for (;;) {
+            g.unlock();
+            g.lock();
+            now = tr_->now();
+            if (now >= end) {
+                lingers_ = false;  // it waits longer than a linger: measure it again
+                left_at_ = now;
+                return true;
+            }
+            driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+            if (step_locked(now) != 0) return false;
+        }
+    }
+    left_at_ = now;
+    return stays_away_;
 }
 
 void Device::stop_driving() {
@@ -247,7 +390,7 @@ void Device::idle(bool active) {
         return;
     }
     const Time now = tr_->now();
-    if (loop_.idle(active || eng_.tx_pending(now), now)) ++dst_.blocks;
+    if (loop_->idle(active || eng_.tx_pending(now), now)) ++dst_.blocks;
 }
 
 uint32_t Device::alloc_pd() {
@@ -351,6 +494,7 @@ Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post p
         // A caller that drives the loop and posts between its polls is still driving.
         if (thr_.joinable()) {
             const Time now = tr_->now();
+            returned_locked(now);
             if (now < driven_until_.load(std::memory_order_relaxed))
                 driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
         }
@@ -540,7 +684,11 @@ bool Device::query_plane(size_t plane, PlaneInfo& out) const {
 DeviceStats Device::device_stats() const {
     MaybeLock g(mu_, thr_.joinable());
     DeviceStats s = dst_;
-    s.tx_retry_dropped = loop_.retry_dropped();
+    s.tx_retry_dropped = loop_->retry_dropped();
+    if (stages_) {
+        s.stage_copies = stages_->copies();
+        s.stage_cc_records = stages_->cc_records();
+    }
     return s;
 }
 

@@ -12,7 +12,12 @@
 #                    two processes over net_memif (--no-huge --no-pci), each
 #                    with its own configuration file; no mbuf may stay in use
 #                    (optional 4th argument: RX/TX queues per port, per-path queues;
-#                    optional 5th: planes, one net_memif pair per plane, R-PLANE-*)
+#                    optional 5th: planes, one net_memif pair per plane, R-PLANE-*;
+#                    optional 6th: the device key pipeline, placement or placement+cc:
+#                    payload copies, and the CC core, on EAL lcores of their own in each
+#                    process, every lcore of a process on the same two CPUs; the stages'
+#                    own counters must show work: copies at the receiving end, window
+#                    records at both)
 #   bad-input        garbage, truncated datagrams and packets for unknown
 #                    connection ids at the server's ports during a transfer:
 #                    counted as drops, and the transfer still verifies
@@ -280,7 +285,7 @@ def case_bad_input():
           f"transfer {cj['goodput_gbps']:.2f} Gbit/s verified")
 
 
-def dpdk_configs(queues=1, planes=1):
+def dpdk_configs(queues=1, planes=1, pipeline="none"):
     """Server and client configuration files for one net_memif link per plane
     (planes > 1: one vdev, address and neighbour table per plane, R-PLANE-*).
     Returns the last plane's socket (the server has made them all once it exists)."""
@@ -288,7 +293,14 @@ def dpdk_configs(queues=1, planes=1):
     cpus = sorted(os.sched_getaffinity(0))
     files = []
     # The server places itself (lcores = auto: hwloc, the first free core), the client is pinned.
-    for role, me, peer, cpu in (("server", 1, 2, "auto"), ("client", 2, 1, cpus[-1])):
+    cores = [("server", 1, 2, "auto"), ("client", 2, 1, cpus[-1])]
+    if pipeline != "none":
+        # The engine lcore and one per stage, all free to run on the last two CPUs (an lcore
+        # map): on a 2-core host each process's stages share the CPUs with both engines.
+        n = 3 if pipeline == "placement+cc" else 2
+        lmap = "(" + ",".join(map(str, range(n))) + ")@(" + ",".join(map(str, cpus[-2:])) + ")"
+        cores = [("server", 1, 2, lmap), ("client", 2, 1, lmap)]
+    for role, me, peer, cpu in cores:
         path = f"/tmp/mroce-perf-dpdk-{os.getpid()}-{role}.conf"
         # bsize: one frame per memif buffer (see test/dpdk/test_dpdk_integrity_memif.cpp);
         # memif reports MTU 1500 but carries the 4 KiB segments: tx_max_l3.
@@ -312,15 +324,16 @@ neighbours = {nbrs}
 tx_max_l3 = 4196
 rx_queues = {queues}
 tx_queues = {queues}
+pipeline = {pipeline}
 """)
         files.append(path)
     return socks[-1], files
 
 
-def case_dpdk_verify(op, loss, queues="1", planes="1"):
+def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
     loss = float(loss)
     n, size = op_workload(op, loss, 400)
-    sock, (scfg, ccfg) = dpdk_configs(int(queues), int(planes))
+    sock, (scfg, ccfg) = dpdk_configs(int(queues), int(planes), pipeline)
     try:
         os.unlink(sock)
     except FileNotFoundError:
@@ -347,8 +360,8 @@ def case_dpdk_verify(op, loss, queues="1", planes="1"):
             pass
     if crc != 0 or src != 0:
         fail(f"exit codes client {crc} server {src}; client: {cerr[-1500:]} server: {serr[-1500:]}")
-    for who, err, want in (("client", cerr, "mroce dpdk: lcores from configuration"),
-                           ("server", serr, "mroce dpdk: lcores auto: lcore 0 cpu ")):
+    want_s = "mroce dpdk: lcores auto: lcore 0 cpu " if pipeline == "none" else "mroce dpdk: lcores from configuration"
+    for who, err, want in (("client", cerr, "mroce dpdk: lcores from configuration"), ("server", serr, want_s)):
         if want not in err:
             fail(f"{who} did not print its lcore choice ({want!r}): {err[-800:]}")
         if "mbufs in use at close" in err or "leaking its pools" in err:
@@ -379,7 +392,33 @@ def case_dpdk_verify(op, loss, queues="1", planes="1"):
         if injected == 0:
             fail("loss injection dropped nothing")
         print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
-    print(f"PASS dpdk (net_memif, {queues} queue(s), {planes} plane(s)) verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, "
+    # The arrangement: each end ran the key's stages, and they did the work (their own counters).
+    for who, j, err in (("client", cj, cerr), ("server", sj, serr)):
+        e = j["engine"]
+        if j["pipeline"] != pipeline:
+            fail(f"{who} reports pipeline {j['pipeline']!r}, configured {pipeline!r}")
+        if pipeline == "none":
+            if e["stage_copies"] or e["stage_cc_records"] or e["place_jobs"] or e["cc_feedback"]:
+                fail(f"{who}: stage work in run to completion: {e}")
+            continue
+        if f"pipeline {pipeline}: placement on lcore " not in err:
+            fail(f"{who} did not print where its stages run: {err[-800:]}")
+        if e["stage_copies"] > e["place_jobs"]:
+            fail(f"{who}: {e['stage_copies']} copies on the placement stage, {e['place_jobs']} handed to it")
+        cc = pipeline == "placement+cc"
+        if cc and (e["stage_cc_records"] == 0 or e["stage_cc_records"] > e["cc_feedback"]):
+            fail(f"{who}: {e['stage_cc_records']} window records on the CC stage, {e['cc_feedback']} fed to it")
+        if not cc and (e["stage_cc_records"] or e["cc_feedback"]):
+            fail(f"{who}: CC stage work with pipeline = placement: {e}")
+    if op in ("write", "read", "send") and pipeline != "none":
+        # 64 KiB messages in 4 KiB segments, above place_inline_max: the receiving end's copies all on the stage.
+        recv = sj if op in ("write", "send") else cj
+        if recv["engine"]["stage_copies"] < int(n) * 16:
+            fail(f"the receiving end's placement stage made {recv['engine']['stage_copies']} copies for "
+                 f"{n} x 16 segments")
+        print(f"stages: copies at the receiver {recv['engine']['stage_copies']}, window records client "
+              f"{cj['engine']['stage_cc_records']} server {sj['engine']['stage_cc_records']}")
+    print(f"PASS dpdk (net_memif, {queues} queue(s), {planes} plane(s), pipeline {pipeline}) verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, "
           f"{cj['messages']} x 64 KiB; server " + next(l for l in serr.splitlines() if "mroce dpdk: lcores" in l))
 
 
@@ -388,6 +427,7 @@ def case_dpdk_bad_config():
     sock = f"/tmp/mroce-perf-badcfg-{os.getpid()}.sock"
     memif = f"--vdev=net_memif0,role=server,id=0,socket={sock},socket-abstract=no,bsize=8192"
     small_memif = f"--vdev=net_memif0,role=server,id=0,socket={sock},socket-abstract=no"
+    cpu0 = sorted(os.sched_getaffinity(0))[0]
     cases = [
         (f"eal_args = --no-huge --no-pci {small_memif}\n",
          "key 'eal_args': net_memif0: memif buffers of 2048 B (bsize) are smaller than a frame of 4210 B"),
@@ -402,6 +442,16 @@ def case_dpdk_bad_config():
         (f"eal_args = --no-huge --no-pci {memif}\nplanes = 10.0.1.1, 10.0.2.1\ndpdk_port = net_memif0, net_memif9\n"
          "neighbours = 10.0.1.2 02:00:00:00:01:02 | 10.0.2.2 02:00:00:00:02:02\ntx_max_l3 = 4196\n",
          "device 'd' (dpdk), plane 1: key 'dpdk_port': no port named 'net_memif9' (ports: 0 (net_memif0))"),
+        # The pipeline arrangement: one EAL lcore per stage beside the main one (the engine's).
+        (f"eal_args = --no-huge --no-pci {memif}\ntx_max_l3 = 4196\npipeline = placement+cc\n",
+         "device 'd': key 'lcores': pipeline = placement+cc needs 3 EAL lcores (the engine's and one per stage); "
+         "the EAL's lcores: 0 (main) (key 'lcores' = 0)"),
+        (f"lcores = (0,1)@({cpu0})\neal_args = --no-huge --no-pci {memif}\ntx_max_l3 = 4196\npipeline = placement\n"
+         "placement_lcore = 0\n",
+         "device 'd': key 'placement_lcore': the placement stage's lcore 0 is the EAL main lcore"),
+        (f"lcores = (0,1,2)@({cpu0})\neal_args = --no-huge --no-pci {memif}\ntx_max_l3 = 4196\n"
+         "pipeline = placement+cc\ncc_lcore = 7\n",
+         "device 'd': key 'cc_lcore': the CC stage's lcore 7 is not an EAL lcore; the EAL's lcores: 0 (main), 1, 2"),
     ]
     path = f"/tmp/mroce-perf-badcfg-{os.getpid()}.conf"
     for body, want in cases:
@@ -417,7 +467,7 @@ def case_dpdk_bad_config():
                 pass
         if p.returncode != 1 or want not in p.stderr:
             fail(f"config {body!r}: exit {p.returncode}, want 1 and {want!r} in stderr: {p.stderr[-600:]}")
-        print("PASS refused:", next(l for l in p.stderr.splitlines() if "mroce-perf: error" in l))
+        print("PASS refused:", next(l for l in p.stderr.splitlines() if l.startswith("mroce-perf: ") and "error" in l))
     os.unlink(path)
 
 
@@ -426,7 +476,7 @@ if CASE[0] == "verify":
 elif CASE[0] == "dpdk-bad-config":
     case_dpdk_bad_config()
 elif CASE[0] == "dpdk-verify":
-    case_dpdk_verify(*CASE[1:5])
+    case_dpdk_verify(*CASE[1:6])
 elif CASE[0] == "busy-peer":
     case_busy_peer()
 elif CASE[0] == "killed-peer":

@@ -36,6 +36,8 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
            a.progress == b.progress && a.spin_us == b.spin_us && a.spin_yield == b.spin_yield &&
            a.rx_batch == b.rx_batch && a.gso == b.gso && a.drive_handoff_us == b.drive_handoff_us &&
            a.verbs_part_id == b.verbs_part_id && a.inject_loss == b.inject_loss && a.inject_ce == b.inject_ce &&
+           a.dpdk.pipeline == b.dpdk.pipeline && a.dpdk.placement_lcore == b.dpdk.placement_lcore &&
+           a.dpdk.cc_lcore == b.dpdk.cc_lcore && a.dpdk.lcores == b.dpdk.lcores &&
            a.inject_seed == b.inject_seed &&
            a.gro == b.gro && x.max_payload == y.max_payload && x.num_paths == y.num_paths &&
            x.stream_depth == y.stream_depth && x.recv_depth == y.recv_depth && x.csn_window == y.csn_window &&
@@ -136,6 +138,67 @@ TEST_CASE("config: driver = dpdk keys", "[config][dpdk]") {
     CHECK(p.neighbours == "10.0.1.2 02:00:00:00:01:02, 10.0.1.3 02:00:00:00:01:03");
 }
 
+// The pipeline arrangement of a dpdk device (architecture 4.2; the memif runs
+// are the perf-dpdk-memif-pipeline-* tests).
+TEST_CASE("config: pipeline and its stage lcores", "[config][dpdk]") {
+    const auto dev = [](const std::string& keys) {
+        return parse_config("[device d]\ndriver = dpdk\naddress = 10.0.1.1\n" + keys, "t.conf").device();
+    };
+    CHECK(DpdkDeviceConfig{}.pipeline == PipelineMode::none);
+    CHECK(dev("").dpdk.pipeline == PipelineMode::none);
+    CHECK(dev("pipeline = none\n").dpdk.pipeline == PipelineMode::none);
+    const DeviceConfig p = dev("pipeline = placement\nplacement_lcore = 2\n");
+    CHECK(p.dpdk.pipeline == PipelineMode::placement);
+    CHECK(p.dpdk.placement_lcore == 2);
+    CHECK(p.dpdk.cc_lcore == -1);
+    const DeviceConfig pc = dev("pipeline = placement+cc\nplacement_lcore = 1\ncc_lcore = 2\nlcores = (0,1,2)@(0,1)\n");
+    CHECK(pc.dpdk.pipeline == PipelineMode::placement_cc);
+    CHECK(pc.dpdk.placement_lcore == 1);
+    CHECK(pc.dpdk.cc_lcore == 2);
+    CHECK(pc.dpdk.lcores == "(0,1,2)@(0,1)");
+    CHECK(dev("lcores = 0@0,1@1,2@0\n").dpdk.lcores == "0@0,1@1,2@0");
+    CHECK(std::string(to_string(PipelineMode::placement_cc)) == "placement+cc");
+    // The engine is built for the arrangement by the Device, not by the loader.
+    CHECK_FALSE(pc.engine.deferred_placement);
+    CHECK_FALSE(pc.engine.offload_cc);
+
+    const std::string d = "[device d]\ndriver = dpdk\n";
+    const struct {
+        std::string text, want;
+    } cases[] = {
+        {d + "pipeline = cc\n", "t.conf:3: key 'pipeline': expected none, placement or placement+cc (got 'cc')"},
+        {d + "pipeline = placement + cc\n", "t.conf:3: key 'pipeline': expected none, placement or placement+cc"},
+        {d + "pipeline = placement\nplacement_lcore = -1\n", "t.conf:4: key 'placement_lcore': expected an integer"},
+        {d + "pipeline = placement\nplacement_lcore = 5000\n", "t.conf:4: key 'placement_lcore': out of range 0..1023"},
+        {d + "placement_lcore = 1\n", "t.conf:3: key 'placement_lcore': no placement stage with pipeline = none"},
+        {d + "pipeline = placement\ncc_lcore = 2\n",
+         "t.conf:4: key 'cc_lcore': no CC stage with pipeline = placement (give pipeline = placement+cc)"},
+        {d + "pipeline = placement+cc\nplacement_lcore = 2\ncc_lcore = 2\n",
+         "t.conf:5: key 'cc_lcore': lcore 2 is the placement stage's too"},
+        {d + "lcores = (0,1@(0)\n", "t.conf:3: key 'lcores': expected auto, a core list"},
+        {d + "lcores = 0@\n", "t.conf:3: key 'lcores': expected auto, a core list"},
+        // Not for udp devices: refused where it is written.
+        {"[device u]\ndriver = udp\npipeline = placement\n",
+         "t.conf:3: key 'pipeline': only for driver = dpdk (device 'u' uses udp)"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.text);
+        CHECK_THAT(error_of(c.text), Catch::Contains(c.want));
+    }
+}
+
+TEST_CASE("api: a udp device built with a pipeline is refused naming the key", "[api][dpdk]") {
+    DeviceConfig d;
+    d.driver = "udp";
+    d.address = "127.0.0.1";
+    d.port = 31977;
+    d.dpdk.pipeline = PipelineMode::placement;
+    CHECK_THROWS_WITH(open_device(d), Catch::Contains("device 'default': key 'pipeline': placement: udp 127.0.0.1:31977") &&
+                                          Catch::Contains("has no stage cores"));
+    d.dpdk.pipeline = PipelineMode::none;
+    CHECK_NOTHROW(open_device(d));
+}
+
 TEST_CASE("config: the commented dpdk example in config/mroce.conf parses", "[config][dpdk]") {
     std::ifstream f(MROCE_SOURCE_ROOT "/config/mroce.conf");
     std::string line, text;
@@ -199,8 +262,8 @@ TEST_CASE("config: bad configuration names the key and the reason", "[config]") 
         {"[device d]\ndriver = dpdk\neal_args = --file-prefix x\n", "key 'eal_args': the file prefix is per process"},
         {"[device d]\ndriver = dpdk\neal_args = --no-pci -l0-1\n", "choose cores with key 'lcores', not -l0-1"},
         {"[device d]\ndriver = dpdk\neal_args = --lcores=0@1\n", "choose cores with key 'lcores'"},
-        {"[device d]\ndriver = dpdk\nlcores = two\n", "key 'lcores': expected auto or a core list"},
-        {"[device d]\ndriver = dpdk\nlcores = 1,,2\n", "key 'lcores': expected auto or a core list"},
+        {"[device d]\ndriver = dpdk\nlcores = two\n", "key 'lcores': expected auto, a core list"},
+        {"[device d]\ndriver = dpdk\nlcores = 1,,2\n", "key 'lcores': expected auto, a core list"},
         {"[device d]\ndriver = dpdk\nneighbours = 10.0.0.2\n", "key 'neighbours': '' is not a MAC address"},
         {"[device d]\ndriver = dpdk\nneighbours = 10.0.0.2 02:00:00:00:00:01, 10.0.0.300 02:00:00:00:00:02\n",
          "key 'neighbours': '10.0.0.300' is not an IPv4 address"},

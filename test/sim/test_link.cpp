@@ -164,6 +164,45 @@ TEST_CASE("ECN: CE on ECT packets that find the queue above the threshold", "[si
     }
 }
 
+TEST_CASE("ECN: a RED-style ramp marks with a probability rising from ecn_min to ecn_max", "[sim][link]") {
+    TwoHosts t;
+    LinkConfig c = byte_per_ns();
+    c.ecn_threshold_bytes = 0;  // ignored while the ramp is set
+    c.ecn_min_bytes = 10'000;
+    c.ecn_max_bytes = 30'000;
+    c.ecn_pmax = 0.5;
+    const LinkId l = t.fab.add_link(c);
+    // Bursts of 40: packet i finds i * 1000 bytes queued.
+    constexpr uint32_t kRounds = 200;
+    for (uint32_t r = 0; r < kRounds; ++r) {
+        for (uint32_t i = 0; i < 40; ++i) t.send(l, 1000, r * 40 + i);
+        t.fab.run_until((r + 1) * 100'000);
+    }
+    REQUIRE(t.b.rx.size() == kRounds * 40);
+    std::vector<uint32_t> marks(40, 0);
+    for (const Received& x : t.b.rx) marks[x.tag % 40] += x.ce;
+    for (uint32_t i = 0; i <= 10; ++i) CHECK(marks[i] == 0);        // at or below ecn_min: never
+    for (uint32_t i = 30; i < 40; ++i) CHECK(marks[i] == kRounds);  // from ecn_max: always
+    // Between, p = 0.5 (q - 10000) / 20000: 0.25 on average over i = 11..29.
+    uint32_t ramp = 0, low = 0, high = 0;
+    for (uint32_t i = 11; i < 30; ++i) ramp += marks[i];
+    for (uint32_t i = 11; i < 16; ++i) low += marks[i];
+    for (uint32_t i = 25; i < 30; ++i) high += marks[i];
+    const double frac = double(ramp) / (19.0 * kRounds);
+    INFO("ramp fraction " << frac << ", low " << low << ", high " << high);
+    CHECK(frac > 0.2);
+    CHECK(frac < 0.3);
+    CHECK(high > 2 * low);
+    CHECK(t.fab.link(l).counters().ce_marks == ramp + 10 * kRounds);
+    // Back to the threshold (0 here: everything that finds a queue), and a bad ramp refused.
+    t.fab.link(l).set_ecn_ramp(0, 0, 1);
+    for (uint32_t i = 0; i < 3; ++i) t.send(l, 1000, i);
+    t.fab.run_until((kRounds + 1) * 100'000);
+    CHECK(t.b.rx.back().ce == 1);
+    CHECK_THROWS_AS(t.fab.link(l).set_ecn_ramp(5000, 5000, 0.5), std::invalid_argument);
+    CHECK_THROWS_AS(t.fab.link(l).set_ecn_ramp(0, 5000, 0), std::invalid_argument);
+}
+
 TEST_CASE("CE set on an earlier hop survives later hops", "[sim][link]") {
     TwoHosts t;
     LinkConfig marking = byte_per_ns();

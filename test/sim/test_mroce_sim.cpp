@@ -345,3 +345,234 @@ TEST_CASE("a hot link slows the baseline's ring QP that ECMP pins onto it; bad h
     INFO("cool " << cool.jct << " ns, slowest hot " << slowest << " ns");
     CHECK(slowest > 1.5 * double(cool.jct));
 }
+
+namespace {
+
+// 8 hosts, 4 per leaf (2 leaves): the leaves' uplinks are where an
+// oversubscribed two-tier fat-tree congests.
+const char* kFatTree = R"(
+[scenario]
+seed = 5
+[fabric]
+topology = fat_tree
+tiers = 2
+hosts = 8
+hosts_per_leaf = 4
+oversubscription = 1
+link_gbps = 100
+link_delay_ns = 1000
+buffer_bytes = 262144
+ecn_threshold_bytes = 65536
+[engine]
+paths = 4
+[workload]
+kind = all_to_all
+bytes = 2097152
+)";
+
+const RunResult::TierStats& tier(const RunResult& r, const std::string& name) {
+    for (const auto& t : r.tiers)
+        if (t.name == name) return t;
+    FAIL("no tier " << name);
+    return r.tiers.front();
+}
+
+}  // namespace
+
+TEST_CASE("fat-tree sizes are derived from hosts and the oversubscription; impossible ones are named", "[mroce-sim][fat-tree]") {
+    Scenario s = parse_scenario(kFatTree, "ft");
+    CHECK(s.fabric.spines == 4);  // 4 hosts per leaf, 1:1
+    override_scenario(s, "fabric.oversubscription=4");
+    CHECK(s.fabric.spines == 1);
+    CHECK(s.engine.rx_capacity_mbps == 100'000);
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.oversubscription=3"), Catch::Contains("'oversubscription'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hosts_per_leaf=3"), Catch::Contains("'hosts_per_leaf'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.hosts_per_leaf=8"), Catch::Contains("'hosts_per_leaf'"));  // one leaf
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.spines=2"), Catch::Contains("'spines'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.tiers=4"), Catch::Contains("'tiers'"));
+    s = parse_scenario(kFatTree, "ft");
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.leaves_per_pod=2"), Catch::Contains("'leaves_per_pod'"));  // tiers = 2
+    s = parse_scenario(kFatTree, "ft");  // 2 leaves, 2 per pod by default: one pod
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.tiers=3"), Catch::Contains("'leaves_per_pod'"));
+    s = parse_scenario(kFatTree, "ft");
+    override_scenario(s, "fabric.hosts_per_leaf=2");
+    override_scenario(s, "fabric.tiers=3");  // 4 leaves, 2 pods
+    CHECK_THROWS_WITH(override_scenario(s, "fabric.leaves_per_pod=3"), Catch::Contains("'leaves_per_pod'"));
+    CHECK(refusal("[fabric]\ntopology = planes\ntiers = 3\n").find("'tiers'") != std::string::npos);
+    CHECK(refusal("[fabric]\ntopology = planes\noversubscription = 2\n").find("'oversubscription'") != std::string::npos);
+    CHECK(refusal("[fabric]\ntopology = fat_tree\nhosts = 8\nhosts_per_leaf = 4\noversubscription = 0.5\n")
+              .find("'oversubscription'") != std::string::npos);
+}
+
+TEST_CASE("an oversubscribed fat-tree congests at the leaf uplinks: less all-to-all goodput", "[mroce-sim][fat-tree]") {
+    Scenario s = parse_scenario(kFatTree, "ft");
+    const RunResult full = run_scenario(s);
+    override_scenario(s, "fabric.oversubscription=4");
+    const RunResult over = run_scenario(s);
+    REQUIRE(full.completed);
+    REQUIRE(over.completed);
+    CHECK(full.ops == 8 * 7);
+    CHECK(over.failed_ops == 0);
+    const auto& fu = tier(full, "leaf_up");
+    const auto& ou = tier(over, "leaf_up");
+    INFO("1:1 " << full.aggregate_gbps << " Gbit/s (leaf uplinks: " << fu.links << " links, " << fu.drop_queue
+                << " drops, " << fu.ce_marks << " CE), 4:1 " << over.aggregate_gbps << " Gbit/s (" << ou.links
+                << " links, " << ou.drop_queue << " drops, " << ou.ce_marks << " CE)");
+    CHECK(fu.links == 2 * 4);
+    CHECK(ou.links == 2 * 1);
+    CHECK(over.aggregate_gbps < 0.7 * full.aggregate_gbps);
+    CHECK(ou.drop_queue + ou.ce_marks > 0);
+    CHECK(ou.drop_queue + ou.ce_marks > 4 * (fu.drop_queue + fu.ce_marks));
+    // The baseline congests there too.
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult roce = run_scenario(s);
+    REQUIRE(roce.completed);
+    CHECK(tier(roce, "leaf_up").drop_queue + tier(roce, "leaf_up").ce_marks > 0);
+}
+
+TEST_CASE("a three-tier fat-tree routes every host pair over every aggregation and core link", "[mroce-sim][fat-tree]") {
+    // 8 hosts, 2 per leaf, 2 leaves per pod: 2 pods of 2 leaves and 2
+    // aggregation switches, 2 groups of 2 cores.
+    Scenario s = parse_scenario(kFatTree, "ft3");
+    override_scenario(s, "fabric.hosts_per_leaf=2");
+    override_scenario(s, "fabric.tiers=3");
+    override_scenario(s, "fabric.planes=2");
+    override_scenario(s, "workload.bytes=1048576");
+    const RunResult r = run_scenario(s);
+    REQUIRE(r.completed);
+    CHECK(r.ops == 8 * 7);
+    CHECK(r.failed_ops == 0);
+    REQUIRE(r.tiers.size() == 5);
+    for (const auto& t : r.tiers) {
+        INFO(t.name << ": " << t.links << " links, " << t.tx_packets << " packets, least " << t.min_link_tx_packets);
+        CHECK(t.min_link_tx_packets > 0);
+    }
+    // per plane: 4 leaves x 2 aggregations; 2 pods x 2 aggregations x 2 cores
+    CHECK(tier(r, "leaf_up").links == 2 * 4 * 2);
+    CHECK(tier(r, "agg_up").links == 2 * 2 * 2 * 2);
+    CHECK(tier(r, "core_down").links == 2 * 2 * 2 * 2);
+    // Half the destinations of each host are in the other pod: the cores carry a fair part.
+    CHECK(tier(r, "agg_up").tx_packets > tier(r, "leaf_up").tx_packets / 3);
+    REQUIRE(r.plane_packets.size() == 2);
+    CHECK(r.plane_packets[1] > 0);
+}
+
+TEST_CASE("tree all-reduce: reduce up, broadcast down, every byte placed; mroce beats go-back-N under loss", "[mroce-sim][tree]") {
+    // 7 hosts: a full binary tree of depth 2; 8 slices, at most 4 in flight per host.
+    Scenario s = parse_scenario(kRing, "tree");
+    for (const char* o : {"fabric.hosts=7", "workload.kind=tree_allreduce", "workload.bytes=2097152",
+                          "workload.slices=8", "workload.slices_outstanding=4"})
+        override_scenario(s, o);
+    const RunResult m0 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0.01");
+    const RunResult m1 = run_scenario(s);
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult r1 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0");
+    const RunResult r0 = run_scenario(s);
+    for (const RunResult* r : {&m0, &m1, &r0, &r1}) {
+        REQUIRE(r->completed);
+        CHECK(r->failed_ops == 0);
+        CHECK(r->ops == 2 * 6 * 8);
+        // Every edge carries the buffer once up and once down.
+        CHECK(r->placed_bytes == 2 * 6 * uint64_t(2097152));
+        CHECK(r->algbw_gbps > 0);
+    }
+    // Goodput as the ring's: what each host sent / time; a leaf sends its
+    // buffer once (up), an inner host 3 times (up, to two children), the root twice.
+    const double leaf = m0.host_gbps[6], inner = m0.host_gbps[1], root = m0.host_gbps[0];
+    CHECK(inner == Approx(3 * leaf));
+    CHECK(root == Approx(2 * leaf));
+    INFO("mroce " << m0.algbw_gbps << " -> " << m1.algbw_gbps << " Gbit/s algbw, RoCEv2 " << r0.algbw_gbps << " -> "
+                  << r1.algbw_gbps);
+    CHECK(m1.fabric_drops > 0);
+    CHECK(r1.fabric_drops > 0);
+    CHECK(m1.aggregate_gbps >= 0.8 * m0.aggregate_gbps);
+    CHECK(m1.aggregate_gbps > 1.5 * r1.aggregate_gbps);
+    CHECK(m1.jct < r1.jct);
+    // slices belong to the all-reduces only.
+    override_scenario(s, "workload.slices=1");
+    override_scenario(s, "workload.kind=permutation");
+    CHECK_THROWS_WITH(override_scenario(s, "workload.slices=2"), Catch::Contains("'slices'"));
+}
+
+TEST_CASE("a long/short mix reports both classes; mroce's short flows finish sooner than go-back-N's under loss", "[mroce-sim][mix]") {
+    // 8 hosts: 0..3 each send 4 MiB to 4..7; 64 short flows of 32 KiB
+    // arrive at 1 per us from hosts 4..7 to random others.
+    Scenario s = parse_scenario(kRing, "mix");
+    for (const char* o : {"fabric.hosts=8", "workload.kind=mix", "workload.bytes=4194304", "workload.short_bytes=32768",
+                          "workload.short_flows=64", "workload.short_rate_per_us=1", "fabric.path_loss=0.01"})
+        override_scenario(s, o);
+    const RunResult m = run_scenario(s);
+    override_scenario(s, "scenario.transport=roce");
+    const RunResult r = run_scenario(s);
+    for (const RunResult* x : {&m, &r}) {
+        REQUIRE(x->completed);
+        CHECK(x->failed_ops == 0);
+        CHECK(x->ops == 4 + 64);
+        REQUIRE(x->classes.size() == 2);
+        CHECK(x->classes[0].name == "long");
+        CHECK(x->classes[0].durations.size() == 4);
+        CHECK(x->classes[1].name == "short");
+        CHECK(x->classes[1].durations.size() == 64);
+        CHECK(x->placed_bytes == 4 * 4194304ull + 64 * 32768ull);
+        CHECK(x->json(s).find("\"fct_us\": {\"long\": {\"count\": 4") != std::string::npos);
+        CHECK(x->classes[1].pct(0.5) < x->classes[0].pct(0.5));  // short flows are short
+    }
+    INFO("short p50/p99: mroce " << m.classes[1].pct(0.5) << "/" << m.classes[1].pct(0.99) << " us, RoCEv2 "
+                                 << r.classes[1].pct(0.5) << "/" << r.classes[1].pct(0.99) << " us; long p50 "
+                                 << m.classes[0].pct(0.5) << " / " << r.classes[0].pct(0.5));
+    CHECK(m.fabric_drops > 0);
+    CHECK(r.fabric_drops > 0);
+    CHECK(m.classes[1].pct(0.99) < r.classes[1].pct(0.99));
+    // Same seed, same arrivals: the run is a function of the scenario.
+    override_scenario(s, "scenario.transport=mroce");
+    CHECK(run_scenario(s).classes[1].durations == m.classes[1].durations);
+    // The mix's keys are checked.
+    CHECK_THROWS_WITH(override_scenario(s, "workload.long_hosts=8"), Catch::Contains("'long_hosts'"));
+    s = parse_scenario(kRing, "ring");
+    CHECK_THROWS_WITH(override_scenario(s, "workload.short_bytes=4096"), Catch::Contains("'short_bytes'"));
+    CHECK_THROWS_WITH(override_scenario(s, "workload.short_rate_per_us=0"), Catch::Contains("'short_rate_per_us'"));
+    CHECK(refusal("[workload]\nkind = ring_allreduce\nshort_flows = 3\n").find("'short_flows'") != std::string::npos);
+}
+
+TEST_CASE("a RED-style ECN ramp marks less than a threshold at its low end; bad ramps are named", "[mroce-sim][red]") {
+    // The 8:1 incast's bottleneck port: a threshold at 16 KiB marks every
+    // packet that finds more; a ramp from 16 KiB to 512 KiB marks a fraction.
+    const char* kIncast = R"(
+[fabric]
+topology = star
+hosts = 9
+link_gbps = 100
+buffer_bytes = 1048576
+ecn_threshold_bytes = 16384
+[engine]
+rate_hints = false
+[workload]
+kind = incast
+bytes = 1048576
+)";
+    Scenario s = parse_scenario(kIncast, "red");
+    const RunResult threshold = run_scenario(s);
+    override_scenario(s, "fabric.ecn_max_bytes=524288");
+    override_scenario(s, "fabric.ecn_min_bytes=16384");
+    override_scenario(s, "fabric.ecn_pmax=0.1");
+    const RunResult ramp = run_scenario(s);
+    REQUIRE(threshold.completed);
+    REQUIRE(ramp.completed);
+    CHECK(ramp.failed_ops == 0);
+    INFO("CE marks: threshold " << threshold.ce_marks << ", ramp " << ramp.ce_marks);
+    CHECK(threshold.ce_marks > 0);
+    CHECK(ramp.ce_marks > 0);
+    CHECK(ramp.ce_marks < threshold.ce_marks);
+    REQUIRE(ramp.groups.size() == 1);
+    CHECK(ramp.groups[0].mean_queue_bytes > threshold.groups[0].mean_queue_bytes);  // a softer signal: a longer queue
+    CHECK(refusal("[fabric]\necn_min_bytes = 1000\n").find("'ecn_min_bytes'") != std::string::npos);
+    CHECK(refusal("[fabric]\necn_pmax = 0.5\n").find("'ecn_pmax'") != std::string::npos);
+    CHECK(refusal("[fabric]\necn_min_bytes = 9000\necn_max_bytes = 9000\n").find("'ecn_max_bytes'") != std::string::npos);
+    CHECK(refusal("[fabric]\necn_max_bytes = 9000\necn_pmax = 1.5\n").find("'ecn_pmax'") != std::string::npos);
+}

@@ -99,6 +99,14 @@ inline EngineConfig socket_engine_defaults() {
     return e;
 }
 
+// The arrangement of a device's drive loop (key pipeline, architecture 3.1
+// and 4): everything on the thread that drives the engine (none, run to
+// completion), or the payload copies (placement) and also the
+// congestion-control core (placement_cc) on cores of their own, the engine
+// built with deferred_placement and offload_cc accordingly. driver = dpdk only.
+enum class PipelineMode : uint8_t { none, placement, placement_cc };
+const char* to_string(PipelineMode m) noexcept;   // none, placement, placement+cc (the key's values)
+
 // Keys of a driver = dpdk device (config/mroce.conf documents them). The
 // native layer only carries them; drivers/open_device_dpdk.cpp applies them.
 struct DpdkDeviceConfig {
@@ -114,6 +122,10 @@ struct DpdkDeviceConfig {
     uint32_t mbuf_cache = 256;          // per-lcore cache of each pool
     uint32_t rx_data_room = 0;          // 0: one whole max_payload frame per RX mbuf
     uint32_t tx_max_l3 = 0;             // 0: the port's MTU
+    PipelineMode pipeline = PipelineMode::none;
+    // EAL lcores of the placement and CC stages; -1: the EAL's worker lcores
+    // in order (the placement stage the first, the CC stage the next).
+    int32_t placement_lcore = -1, cc_lcore = -1;
 };
 
 struct DeviceConfig {
@@ -200,6 +212,34 @@ struct PeerAddress {
     uint16_t port = 0;
 };
 
+// The stages of the pipeline arrangement (DpdkDeviceConfig::pipeline,
+// architecture 4.2) as the Device's drive loop sees them; the driver runs
+// them on cores of their own (Transport::start_stages). Calls are per burst,
+// from the thread that drives the loop; the counters may be read from any.
+class PipelineStages {
+public:
+    // Quiesces the stages: every copy handed over is done and its received
+    // buffer freed, the stage cores stopped. Before the engine and the port go.
+    virtual ~PipelineStages() = default;
+    // Placement: the copies of datagrams of the transport's last recv_burst
+    // (PlaceJob::cookie: the datagram's index in that burst); the driver
+    // keeps their received buffers until the stage has copied them.
+    virtual void submit(const PlaceJob* jobs, size_t n, Time now) = 0;
+    // Tokens of finished copies, for Engine::placed.
+    virtual size_t take_done(uint32_t* tokens, size_t max, Time now) = 0;
+    // CC stage (PipelineMode::placement_cc): the stage's views into the
+    // engine, then its feedback out (R-CC-8). Returns the records moved.
+    virtual size_t exchange(Engine& eng, Time now) = 0;
+    // Records on their way to or from the CC stage (the loop does not nap then).
+    virtual bool cc_pending() const noexcept = 0;
+    // The stages' own counts: copies the placement stage made, window
+    // records the CC stage applied.
+    virtual uint64_t copies() const noexcept = 0;
+    virtual uint64_t cc_records() const noexcept = 0;
+    // Where they run, in words (printed at open).
+    virtual std::string describe() const = 0;
+};
+
 class Transport {
 public:
     virtual ~Transport() = default;
@@ -249,6 +289,12 @@ public:
         i.rx_bytes = s.rx_bytes;
         return i;
     }
+    // The pipeline arrangement: starts the stages mode names on cores of
+    // their own, for an engine with configuration `engine`; from then on
+    // recv_burst keeps what the stages need to find a datagram's buffer.
+    // The stages must be destroyed before the transport. A driver without
+    // stage cores throws ConfigError naming the key.
+    virtual std::unique_ptr<PipelineStages> start_stages(PipelineMode mode, const EngineConfig& engine);
 };
 
 // --------------------------------------------------------------------------
@@ -297,6 +343,10 @@ struct DeviceStats {
     uint64_t tx_retry_dropped = 0;  // packets refused twice by the transport (left to loss recovery)
     uint64_t injected_drops = 0;    // TEST ONLY fault injector
     uint64_t injected_ce = 0;
+    // The pipeline arrangement's stages (0 in run to completion): payload
+    // copies the placement stage made, window records the CC stage applied.
+    uint64_t stage_copies = 0;
+    uint64_t stage_cc_records = 0;
 };
 
 class Device;
@@ -494,6 +544,20 @@ public:
     size_t drive();
     size_t drive_locked();
     void stop_driving();
+    // The driving caller returns to its application with what it waited for
+    // (the verbs provider: ibv_poll_cq returning completions); g holds lock().
+    // An application whose absence after such a return outlasted
+    // drive_handoff_us waits outside the provider (ib_write_lat spins on its
+    // buffer for the peer's WRITE, which only a pass can place): from then on
+    // the caller lingers, driving passes for at most spin_us until one moves
+    // a packet, so that the answer it waits for lands in its own thread
+    // rather than through the engine thread. A linger that runs out, or an
+    // application that waits outside the first time, returns true: the
+    // caller calls stop_driving() once it has released g, and the engine
+    // thread takes the loop at once instead of after its standby nap (up to
+    // 1 ms). An application that comes straight back (posts, polls again:
+    // ib_write_bw, ping-pongs that poll) neither lingers nor gives the loop up.
+    bool leave(std::unique_lock<std::mutex>& g);
 
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
@@ -545,9 +609,17 @@ private:
     std::vector<uint64_t> events_got_, events_acked_;
 
     static constexpr size_t kRxBurst = 64, kTxBurst = 128;
-    // Progress: the drive loop over the transport (one virtual call per burst).
-    DriveLoop<Transport&, Engine> loop_;
+    // Progress: the drive loop over the transport (one virtual call per burst),
+    // of the policy the key pipeline selects: DriveLoop<Transport&, Engine>
+    // (run to completion) or the Pipeline policy over the transport's stages,
+    // behind one virtual call per pass (device.cpp).
     struct LoopHooks;
+    struct Loop;
+    template <class Port, class Policy>
+    struct LoopOf;
+    std::unique_ptr<Loop> make_loop();
+    std::unique_ptr<PipelineStages> stages_;   // before loop_: the loop goes first, then the stages quiesce
+    std::unique_ptr<Loop> loop_;
     size_t inject_faults(RxPacket* rx, size_t n) noexcept;
     uint64_t rng_ = 0;
     uint64_t loss_thr_ = 0, ce_thr_ = 0;
@@ -555,6 +627,13 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<Time> driven_until_{0};  // the engine thread stands by until then (drive())
     std::atomic<Time> driving_since_{0};  // start of the callers' current driving run
+    // leave_locked(): when the driving caller last returned to its
+    // application (0: it came back since), and whether its last absence
+    // outlasted the hand-off (both under mu_).
+    Time left_at_ = 0;
+    bool stays_away_ = false;
+    bool lingers_ = false;  // the caller lingers at leave() (under mu_)
+    void returned_locked(Time now) noexcept;
     std::mutex nap_mu_;                   // the engine thread's standby naps, cut short by stop_driving()
     std::condition_variable nap_cv_;
     std::atomic<bool> sleeping_{false};

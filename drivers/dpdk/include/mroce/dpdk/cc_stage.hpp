@@ -112,7 +112,7 @@ public:
             }
             total += n;
         }
-        records_ += total;
+        if (total) records_.store(records_.load(std::memory_order_relaxed) + total, std::memory_order_relaxed);
         return total;
     }
     // Polls until stop is set and every feedback ring is empty. After
@@ -135,13 +135,14 @@ public:
             else rte_pause();
         }
     }
-    uint64_t records() const noexcept { return records_; }
+    // Records applied (readable from any thread).
+    uint64_t records() const noexcept { return records_.load(std::memory_order_relaxed); }
 
 private:
     std::vector<CcRings*> rings_;
     CcFeedback fb_[kBurst];
     CcView views_[kBurst];
-    uint64_t records_ = 0;
+    std::atomic<uint64_t> records_{0};
 };
 
 }  // namespace mroce::dpdk

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <sched.h>
 #include <string>
 #include <vector>
 
@@ -111,29 +112,39 @@ public:
             }
             total += n;
         }
-        copies_ += total;
+        // One writer: a plain add, published for readers on other threads.
+        if (total) copies_.store(copies_.load(std::memory_order_relaxed) + total, std::memory_order_relaxed);
         return total;
     }
-    // Busy-polls until stop is set and every ring is empty.
-    void run(const std::atomic<bool>& stop) noexcept {
+    // Polls until stop is set and every ring is empty. After idle_polls empty
+    // passes in a row it yields the CPU between passes (as CcStage::run: on a
+    // machine with fewer CPUs than busy lcores a spinning idle stage takes the
+    // engine's time slice; 0: never yield, a dedicated core).
+    void run(const std::atomic<bool>& stop, uint32_t idle_polls = 4096) noexcept {
+        uint32_t idle = 0;
         for (;;) {
-            if (poll()) continue;
+            if (poll()) {
+                idle = 0;
+                continue;
+            }
             if (stop.load(std::memory_order_acquire)) {
                 bool empty = true;
                 for (PlacementRings* r : rings_) empty &= rte_ring_count(r->work()) == 0;
                 if (empty) return;
             }
-            rte_pause();
+            if (idle_polls && ++idle >= idle_polls) sched_yield();
+            else rte_pause();
         }
     }
-    uint64_t copies() const noexcept { return copies_; }
+    // Copies made (readable from any thread).
+    uint64_t copies() const noexcept { return copies_.load(std::memory_order_relaxed); }
 
 private:
     std::vector<PlacementRings*> rings_;
     PlaceWork work_[kBurst];
     rte_mbuf* mbufs_[kBurst];
     uint32_t tokens_[kBurst];
-    uint64_t copies_ = 0;
+    std::atomic<uint64_t> copies_{0};
 };
 
 // Runs a stage (PlacementStage, CcStage: anything with run(stop)) on an EAL
