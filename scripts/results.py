@@ -44,7 +44,8 @@ ap.add_argument("--d-senders", type=int, default=64)
 ap.add_argument("--d-mib", type=int, default=2, help="(d): MiB per sender")
 ap.add_argument("--a-forms", default="unpipelined,pipelined",
                 help="(a): ring forms: unpipelined (one WRITE per step), pipelined (--a-slices per step), "
-                     "pipelined-nic (pipelined, a stream per slice, hosts with a 4 KiB NIC ring and bursts of 8)")
+                     "pipelined-nic (pipelined, a stream per slice, hosts with a 4 KiB NIC ring and bursts of 8), "
+                     "pipelined-nic-red (pipelined-nic with redundant copies, R-TIMER-10)")
 ap.add_argument("--a-slices", type=int, default=8, help="(a) pipelined: slices per step")
 ap.add_argument("--a-window", type=int, default=8, help="(a) pipelined: slices in flight per sender (NCCL_STEPS)")
 ap.add_argument("--e-hosts", type=int, default=64)
@@ -95,24 +96,33 @@ def table_a():
              "pipelined-nic": (f"pipelined as above, slice j on stream j of the connection (mroce; the baseline "
                                f"keeps one QP), hosts with a NIC: a 4 KiB transmit ring, bursts of 8 packets",
                                [f"workload.slices={a.a_slices}", f"workload.slices_outstanding={a.a_window}",
-                                f"workload.streams={a.a_slices}", "fabric.nic_ring_bytes=4096", "fabric.host_burst=8"])}
+                                f"workload.streams={a.a_slices}", "fabric.nic_ring_bytes=4096", "fabric.host_burst=8"]),
+             # The same with redundant copies (R-TIMER-10: engine.tail_redundancy; mroce only, the
+             # baseline's figures are pipelined-nic's).
+             "pipelined-nic-red": (f"pipelined-nic with redundant copies (mroce: engine.tail_redundancy=true, "
+                                   f"doc/spec.md R-TIMER-10; the baseline as in pipelined-nic)",
+                                   [f"workload.slices={a.a_slices}", f"workload.slices_outstanding={a.a_window}",
+                                    f"workload.streams={a.a_slices}", "fabric.nic_ring_bytes=4096",
+                                    "fabric.host_burst=8", "engine.tail_redundancy=true"])}
     rows = []
     for form in a.a_forms.split(","):
         label, fo = forms[form]
         base = ["workload.kind=ring_allreduce", f"fabric.hosts={a.hosts}", f"fabric.link_gbps={a.gbps}",
                 f"workload.bytes={a.mib << 20}", "workload.time_limit_ms=2000"] + fo
+        # The baseline does not run mroce's engine: its figures are pipelined-nic's.
+        fkinds = kinds[:1] if form == "pipelined-nic-red" else kinds
         res = {}
-        for name, extra in kinds:
+        for name, extra in fkinds:
             for p in losses:
                 res[(name, p)] = run("config/sim/ring.conf", base + extra + [f"fabric.path_loss={p}"])
         print(f"Ring all-reduce, **{form}**: {label}; {a.hosts} hosts, 1 plane of leaf-spine (4 spines), "
               f"{a.gbps:g} Gbit/s links, {a.mib} MiB per host, random loss once per end-to-end path (data and acks), "
               f"seed {a.seed}.\n")
-        print("| loss | limit 1-p | " + " | ".join(f"{n} Gbit/s/host | {n} of lossless" for n, _ in kinds) + " |")
-        print("|---" * (2 + 2 * len(kinds)) + "|")
+        print("| loss | limit 1-p | " + " | ".join(f"{n} Gbit/s/host | {n} of lossless" for n, _ in fkinds) + " |")
+        print("|---" * (2 + 2 * len(fkinds)) + "|")
         for p in losses:
             row = [f"{p * 100:g}%", f"{1 - p:.3f}"]
-            for n, _ in kinds:
+            for n, _ in fkinds:
                 d, d0 = res[(n, p)], res[(n, 0)]
                 per_host = d["aggregate_gbps"] / a.hosts
                 frac = d["aggregate_gbps"] / d0["aggregate_gbps"] if d0["aggregate_gbps"] else 0
@@ -469,7 +479,8 @@ def plots():
             blocks += f"$s{idx} << EOD\n" + "".join(
                 f"{float(r['loss']) * 100},{r['of_lossless']}\n" for r in rows
                 if (r["form"], r["transport"]) == (form, tr)) + "EOD\n"
-            dash = {"pipelined": "dt 1 pt 7", "pipelined-nic": "dt 3 pt 5"}.get(form, "dt 2 pt 6")
+            dash = {"pipelined": "dt 1 pt 7", "pipelined-nic": "dt 3 pt 5",
+                    "pipelined-nic-red": "dt 4 pt 9"}.get(form, "dt 2 pt 6")
             color = {"mroce": "'#0072b2'", "RoCEv2": "'#d55e00'", "RoCEv2+PFC": "'#009e73'"}.get(tr, "'gray'")
             plots_.append(f"$s{idx} using 1:2 with linespoints {dash} lc rgb {color} lw 2 title '{tr}, {form}'")
         gnuplot("ring-loss.svg", blocks + "set key below\n"

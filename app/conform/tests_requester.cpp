@@ -167,6 +167,27 @@ CONFORM_TEST(tail_loss_probe, "R-TIMER-8 R-RTT-1:sample",
     e.completions(1);
 }
 
+CONFORM_TEST(redundant_copy, "R-TIMER-10",
+             "two paths, tail_redundancy on, after an RTT sample: an idle connection's last packet goes again at once "
+             "on the other path (same CSN, new PSN, retransmit flag); acknowledging the copy alone completes the WRITE") {
+    Env e = setup(t, Setup{.iut = iut_cfg({{"num_paths", "2"}, {"tail_redundancy", "1"}, {"initial_rto_us", "500000"},
+                                        {"min_rto_us", "500000"}})});
+    e.p().echo_ts = true;
+    e.post("write", e.wr(1, 0, 100));
+    ack_until_done(e, 1);
+    e.post("write", e.wr(2, 0, 100));
+    const auto orig = e.p().wait(is_data(), 1000 * kMs, "the second WRITE");
+    const auto copy = e.p().wait(is_data(), 1000 * kMs, "its copy");
+    check(copy.d().csn == orig.d().csn && copy.pk.common.path_id != orig.pk.common.path_id &&
+              (copy.d().dflags & wire::kDataRetransmit) && copy.d().offset == orig.d().offset &&
+              copy.d().payload_len == orig.d().payload_len,
+          "the same CSN and segment on the other path, retransmit flag set", copy.str());
+    check(copy.at - orig.at < 100 * kMs, "at once, not after an RTT or the 500 ms RTO",
+          std::to_string((copy.at - orig.at) / kMs) + " ms after the original");
+    e.p().ack_all({copy});
+    e.completions(1);
+}
+
 CONFORM_TEST(path_silence, "R-TIMER-9 R-PATH-9:silence",
              "two paths, RTO 500 ms: path 1 never acknowledged while path 0 is: its flight is resent and, at its second "
              "silence, the path is retired (a PROBE on it), both long before the RTO") {

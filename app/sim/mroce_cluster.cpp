@@ -152,16 +152,18 @@ public:
     std::string stats_json() const override {
         // Per path index (a connection's k-th UDP source port), over all connections.
         struct Sum {
-            uint64_t tx = 0, retx = 0, losses = 0, timeouts = 0, spurious = 0, tlp = 0, ce = 0, rerouted = 0, failed = 0;
+            uint64_t tx = 0, retx = 0, losses = 0, timeouts = 0, spurious = 0, tlp = 0, red = 0, ce = 0, rerouted = 0,
+                     failed = 0;
         };
         std::vector<Sum> per_path;
-        uint64_t tx = 0, retx = 0;
+        uint64_t tx = 0, retx = 0, red = 0;
         for (const Conn& c : conns_) {
             const Engine& e = nodes_[c.src]->eng;
             ConnStats st;
             e.conn_stats(c.conn, st);
             tx += st.tx_data_packets;
             retx += st.retransmits;
+            red += st.redundant;
             if (per_path.size() < st.num_paths) per_path.resize(st.num_paths);
             for (uint16_t p = 0; p < st.num_paths; ++p) {
                 PathStats ps;
@@ -173,6 +175,7 @@ public:
                 x.timeouts += ps.timeouts;
                 x.spurious += ps.spurious_timeouts;
                 x.tlp += ps.tail_probes;
+                x.red += ps.redundant;
                 x.ce += ps.ce_marks;
                 x.rerouted += ps.rerouted;
                 x.failed += ps.state == PathStateKind::failed ? 1 : 0;
@@ -188,10 +191,11 @@ public:
                      ", \"tx_packets\": " + std::to_string(x.tx) + ", \"resent\": " + std::to_string(x.retx) +
                      ", \"sack_losses\": " + std::to_string(x.losses) + ", \"timeouts\": " + std::to_string(x.timeouts) +
                      ", \"spurious_timeouts\": " + std::to_string(x.spurious) + ", \"tail_probes\": " +
-                     std::to_string(x.tlp) + ", \"ce_echoed\": " + std::to_string(x.ce) + ", \"rerouted\": " +
+                     std::to_string(x.tlp) + ", \"redundant\": " + std::to_string(x.red) + ", \"ce_echoed\": " + std::to_string(x.ce) + ", \"rerouted\": " +
                      std::to_string(x.rerouted) + ", \"failed_at_end\": " + std::to_string(x.failed) + "}";
         }
         return "\"data_packets\": " + std::to_string(tx) + ", \"resent_packets\": " + std::to_string(retx) +
+               ", \"redundant_packets\": " + std::to_string(red) +
                ", \"sack_losses\": " + std::to_string(all.losses) + ", \"timeouts\": " + std::to_string(all.timeouts) +
                ", \"failed_ops\": " + std::to_string(failed_) + ",\n  \"paths\": [" + paths + "]";
     }

@@ -339,6 +339,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->txpkts.resize(std::min(cfg.csn_window, kTxRecordsStart));
     // A CSN back from an RNR wait may meet its own stale entry still queued.
     c->retx.reserve(2 * uint32_t(c->txpkts.size()));
+    if (cfg.tail_redundancy) c->red_retx.reserve(2 * uint32_t(c->txpkts.size()));
     c->rnr.reserve(uint32_t(c->txpkts.size()));
     c->tlp.reserve(cfg.num_paths);
     c->jobs.reserve(64);
@@ -357,6 +358,9 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     // Deterministic (the simulated fabric's runs are functions of their seed), distinct per connection.
     c->entropy_rng = (c->id * 0x9e3779b1u) ^ 0x5bd1e995u;
     c->csn_nxt = c->csn_una = uint32_t(r);  // R-CSN-2
+    c->red_next = c->red_top = c->red_floor = c->csn_nxt;
+    // R-TIMER-10: a copy goes on another path than its original: two paths at least.
+    c->red = cfg.tail_redundancy && cfg.num_paths >= 2;
     c->fair_idx = fair.add_sender();
     c->tnode.conn = c;
     c->st.peer = peer;
@@ -604,7 +608,8 @@ void Engine::Impl::destroy_stream(Conn& c, uint32_t sidx) {
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
     auto orphan = [&](const TxPkt& t) {
         return t.stream_idx == sidx &&
-               (t.state == CsnState::inflight || t.state == CsnState::lost || t.state == CsnState::rnr_wait);
+               (t.state == CsnState::inflight || t.state == CsnState::lost || t.state == CsnState::rnr_wait ||
+                t.state == CsnState::inflight_dup || t.state == CsnState::dup_only);
     };
     size_t bytes = 0;
     for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) {
@@ -1040,11 +1045,13 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     }
     c.jobs.clear();
     c.retx.clear();
+    c.red_retx.clear();
     c.rnr.clear();
     c.gone.clear();
     c.tlp.clear();
     for (TxPath& p : c.paths) p.inflight = 0;
     c.csn_una = c.csn_nxt;
+    c.red_next = c.red_top = c.red_floor = c.csn_nxt;  // R-TIMER-10: nothing left to copy
 }
 
 // R-CONN-6: the connection is lost: every outstanding request and receive

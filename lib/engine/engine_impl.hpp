@@ -105,7 +105,12 @@ inline void advance_una(TxPath& p) {
 
 // delivered: resolved (acknowledged, or settled by a NAK without delivery);
 // rnr_wait: refused as receiver-not-ready, resent when its delay ends (R-NAK-10).
-enum class CsnState : uint8_t { free, inflight, lost, delivered, rnr_wait };
+// R-TIMER-10: inflight_dup: its latest transmission (TxPkt::path, psn) and a
+// redundant copy on another path are both in flight; dup_only: that
+// transmission was declared lost while the copy is still in flight, so
+// nothing is resent unless the copy is lost too. Every regular transmission
+// sets inflight, so a record never starts with a stale copy recorded.
+enum class CsnState : uint8_t { free, inflight, lost, delivered, rnr_wait, inflight_dup, dup_only };
 
 // Everything needed to (re)build one data packet: retransmission needs no
 // other state, so request and response records may be recycled independently.
@@ -332,6 +337,15 @@ struct Conn {
     uint32_t ctrl_retries = 0;
     uint32_t rr_path = 0;          // round-robin start for equal paths (R-SCHED-4)
     uint32_t entropy_rng = 0;      // draws re-routed paths' entropies (new_entropy)
+    // R-TIMER-10 (tail_redundancy on, two paths or more): a cursor over the
+    // CSNs for idle-time copies, newest first, so each is looked at once:
+    // [red_floor, red_next) are still to look at, downwards; red_top is
+    // csn_nxt when the current idle spell began.
+    uint32_t red_next = 0;
+    uint32_t red_top = 0;
+    uint32_t red_floor = 0;
+    Time red_last = ~Time(0);      // the tx_burst time of the last idle copy
+    bool red = false;
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::wheel (tnode scheduled), or its timers being run
     // The connection's place on the timing wheel: due at the earliest of its
@@ -360,6 +374,7 @@ struct Conn {
     };
     std::vector<RetiredTx> tx_retired;
     Ring<uint32_t> retx;           // CSNs waiting for retransmission
+    Ring<uint32_t> red_retx;       // R-TIMER-10: CSNs resent, their copies not yet sent
     struct TailProbe {
         uint32_t csn;
         uint16_t path;
@@ -461,7 +476,13 @@ struct Conn {
     }
     // Retransmissions, or new segments the CSN window admits (R-CSN-5).
     bool has_sendable() const {
-        return !retx.empty() || !tlp.empty() || (!jobs.empty() && csn_nxt - csn_una < csn_limit);
+        return !retx.empty() || !tlp.empty() || (!jobs.empty() && csn_nxt - csn_una < csn_limit) ||
+               (red && red_pending());
+    }
+    // R-TIMER-10: CSNs the redundancy cursor has not looked at yet (maybe
+    // acknowledged meanwhile: then one visit moves the cursor past them).
+    bool red_pending() const {
+        return !red_retx.empty() || red_top != csn_nxt || (red_next != red_floor && red_next != csn_una);
     }
     bool has_outstanding() const {
         if (csn_una != csn_nxt || !jobs.empty() || !retx.empty()) return true;
@@ -758,6 +779,7 @@ struct Engine::Impl {
     void plan_paths(Conn& c, Time now);
     [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
+    [[gnu::noinline]] bool emit_redundant(Conn& c, TxPacket& o, Time now, bool resends_only);
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
@@ -775,6 +797,7 @@ struct Engine::Impl {
     Time keepalive_interval() const { return cfg.keepalive_interval ? cfg.keepalive_interval : cfg.conn_timeout / 4; }
     void path_timeout(Conn& c, uint16_t pi, Time now);
     void path_silent(Conn& c, uint16_t pi, Time now);
+    bool resolved_tail(Conn& c, TxPath& p);
     void lend_rtt(Conn& c, Time r, Time now);
     void fail_path(Conn& c, TxPath& p, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);

@@ -1019,14 +1019,18 @@ TxPkt* Engine::Impl::unresolved_request(Conn& c, const wire::NakHeader& n) {
     if (t.is_request ? c.streams[t.stream_idx].wire_id != n.stream_id
                      : t.stream_idx != kOrphanStream || t.stream_id != n.stream_id)
         return nullptr;
-    if (t.state != CsnState::inflight && t.state != CsnState::lost) return nullptr;
+    if (t.state != CsnState::inflight && t.state != CsnState::lost && t.state != CsnState::inflight_dup &&
+        t.state != CsnState::dup_only)
+        return nullptr;
     return &t;
 }
 
 // The path slot of the packet's latest transmission, if still in flight, is
 // resolved without delivery: path_floor moves past it (R-PATH-6).
 void Engine::Impl::settle_slot(Conn& c, TxPkt& t) {
-    if (t.state != CsnState::inflight) return;
+    // (A redundant copy's slot, R-TIMER-10, resolves on its path: acked,
+    // or declared lost with the CSN resolved, which resends nothing.)
+    if (t.state != CsnState::inflight && t.state != CsnState::inflight_dup) return;
     TxPath& p = c.paths[t.path];
     PathTxSlot& sl = p.ring[t.psn & (kPathRing - 1)];
     if (sl.state == TxSlotState::inflight && sl.csn == t.csn) {
@@ -1109,8 +1113,19 @@ void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
     --p.inflight;
     TxPkt& t = c.txpkts[sl.csn & (c.txpkts.size() - 1)];
     const uint16_t pi = uint16_t(&p - c.paths.data());
-    if (t.csn == sl.csn && t.state == CsnState::inflight && t.path == pi && t.psn == psn) {
+    if (t.csn != sl.csn) return;
+    const bool latest = t.path == pi && t.psn == psn;  // the CSN's latest regular transmission
+    if (t.state == CsnState::inflight && latest) {
         // R-SACK-4: exactly this packet is queued for retransmission, now.
+        t.state = CsnState::lost;
+        c.retx.push(t.csn);
+        ++p.st.retransmits;
+        ++c.st.retransmits;
+    } else if (t.state == CsnState::inflight_dup) [[unlikely]] {
+        // R-TIMER-10: one of two copies lost; the other still covers the CSN.
+        t.state = latest ? CsnState::dup_only : CsnState::inflight;
+    } else if (t.state == CsnState::dup_only && !latest) [[unlikely]] {
+        // The redundant copy is lost too: resent as the latest would have been.
         t.state = CsnState::lost;
         c.retx.push(t.csn);
         ++p.st.retransmits;

@@ -440,6 +440,7 @@ void Engine::Impl::grow_txpkts(Conn& c) {
     c.tx_retired.push_back(Conn::RetiredTx{c.csn_nxt, std::move(recs)});
     // The queues of CSNs are bounded by the records (R-NAK-10: twice for retx).
     c.retx.reserve(2 * size);
+    if (c.red) c.red_retx.reserve(2 * size);
     c.rnr.reserve(size);
 }
 
@@ -751,8 +752,10 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
         c.tlp.drop_front();
         TxPkt& t = c.txpkts[pr.csn & mask];
         TxPath& p = c.paths[pr.path];
-        if (t.csn != pr.csn || t.state != CsnState::inflight || t.path != pr.path ||
-            p.state != PathStateKind::active)
+        // (R-TIMER-10: a redundant copy is probed too while its CSN is unresolved.)
+        if (t.csn != pr.csn || p.state != PathStateKind::active ||
+            !((t.state == CsnState::inflight && t.path == pr.path) || t.state == CsnState::inflight_dup ||
+              t.state == CsnState::dup_only))
             continue;  // acknowledged, declared lost or the path failed meanwhile
         // R-SACK-2 holds for the probe too: with the span full its fresh PSN would
         // share a ring slot with the oldest packet in flight. The RTO covers that tail.
@@ -765,8 +768,11 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
             c.set_score(pr.path, kNoPath);
         }
         ++p.st.tail_probes;
+        if (c.red) c.red_retx.push(t.csn);  // R-TIMER-10: the probe's copy on another path next
         return true;
     }
+    // R-TIMER-10: a resend's copy goes at once, before anything else.
+    if (!c.red_retx.empty() && emit_redundant(c, o, now, true)) [[unlikely]] return true;
     // R-SACK-4: lost packets go before new ones.
     while (!c.retx.empty()) {
         const uint32_t csn = c.retx.front();
@@ -780,16 +786,126 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
         c.retx.drop_front();
         send_on_path(c, t, pi, o, now);
         if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        if (c.red) c.red_retx.push(csn);  // R-TIMER-10: and its copy next
         return true;
     }
-    if (c.jobs.empty()) return false;
+    // R-TIMER-10: only when no new segment can go (nothing left to segment,
+    // or the CSN window is full) does the idle capacity carry redundant copies.
+    if (c.jobs.empty()) return c.red && emit_redundant(c, o, now, false);
     const int pi = pick_path(c);
     if (pi < 0) return false;
     uint32_t csn = 0;
-    if (!next_new_segment(c, csn)) return false;
+    if (!next_new_segment(c, csn)) return c.red && emit_redundant(c, o, now, false);
     TxPkt& t = c.txpkts[csn & (c.txpkts.size() - 1)];  // (next_new_segment may have grown them)
     send_on_path(c, t, pi, o, now);
     if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+    return true;
+}
+
+// R-TIMER-10: redundant copies. A copy of a CSN goes on the best path with
+// room other than the one its latest transmission took (R-SCHED-2 scores),
+// under a fresh PSN, counted in that path's window like any packet. The
+// latest regular transmission stays the one loss detection tracks
+// (TxPkt::path, psn); the copy only keeps the CSN from being resent when that
+// one is lost (CsnState::inflight_dup, dup_only). First the copies of
+// resends (a resend lost again costs its message another round trip); then,
+// unless resends_only (the connection has new data to send), the
+// unacknowledged CSNs newest first, each at most once: a cursor passes each
+// CSN once, so the work is O(1) amortised per CSN sent.
+bool Engine::Impl::emit_redundant(Conn& c, TxPacket& o, Time now, bool resends_only) {
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    auto other_path = [&](const TxPkt& t) {
+        int best = -1;
+        uint64_t best_score = kNoPath;
+        for (uint32_t q = 0; q < c.num_paths; ++q)
+            if (q != t.path && c.sched_score[q] < best_score) {
+                best = int(q);
+                best_score = c.sched_score[q];
+            }
+        return best;
+    };
+    auto send_copy = [&](TxPkt& t, int q) {
+        const uint16_t path = t.path;
+        const uint32_t psn = t.psn;
+        send_on_path(c, t, q, o, now);
+        t.path = path;
+        t.psn = psn;
+        t.state = CsnState::inflight_dup;
+        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        ++c.paths[q].st.redundant;
+        ++c.st.redundant;
+    };
+    while (!c.red_retx.empty()) {
+        const uint32_t csn = c.red_retx.front();
+        TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn != csn || t.state != CsnState::inflight) {  // acknowledged or lost again meanwhile
+            c.red_retx.drop_front();
+            continue;
+        }
+        const int q = other_path(t);
+        if (q < 0) return false;  // no room elsewhere: an ACK opens a window
+        c.red_retx.drop_front();
+        send_copy(t, q);
+        return true;
+    }
+    // One idle copy per connection per tx_burst: new data that arrives
+    // meanwhile waits behind at most one copy.
+    if (resends_only || c.red_last == now) return false;
+    // Idle: the CSNs sent since the last idle spell, newest first, down to
+    // where that spell began (older ones were looked at then, or are older
+    // than anything still worth a copy).
+    if (c.red_top != c.csn_nxt) {
+        c.red_floor = c.red_top;
+        c.red_top = c.red_next = c.csn_nxt;
+    }
+    if (wire::seq_lt(c.red_floor, c.csn_una)) c.red_floor = c.csn_una;  // below csn_una all is acknowledged
+    if (wire::seq_lt(c.red_next, c.red_floor)) c.red_next = c.red_floor;
+    while (c.red_next != c.red_floor) {
+        const uint32_t csn = c.red_next - 1;
+        TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn != csn || t.state != CsnState::inflight) {  // acknowledged, lost or copied already
+            --c.red_next;
+            continue;
+        }
+        // Older than its path's smoothed RTT, its loss, if any, is about to be
+        // known (R-SACK-4), and a resend is as fast as a copy; so are all
+        // older ones: the spell ends.
+        const TxPath& tp = c.paths[t.path];
+        if (!tp.have_rtt || now - tp.ring[t.psn & (kPathRing - 1)].sent >= tp.srtt) {
+            c.red_next = c.red_floor;
+            return false;
+        }
+        const int q = other_path(t);
+        if (q < 0) return false;
+        --c.red_next;
+        c.red_last = now;
+        send_copy(t, q);
+        return true;
+    }
+    return false;
+}
+
+// R-TIMER-10: at the tail-loss probe's time, if the path's newest packet in
+// flight carries a CSN already delivered (a copy's, or the original of one
+// whose copy arrived), a probe could tell the sender nothing it needs: every
+// packet of the path in flight whose CSN is delivered is resolved (as
+// acknowledged: nothing resent, no loss counted), so the path's RTO does not
+// wait on packets that no longer matter. True if so.
+bool Engine::Impl::resolved_tail(Conn& c, TxPath& p) {
+    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    auto done = [&](uint32_t csn) {
+        const TxPkt& t = c.txpkts[csn & mask];
+        return t.csn != csn || t.state == CsnState::delivered || t.state == CsnState::free;
+    };
+    if (!done(p.ring[(p.snd_nxt - 1) & (kPathRing - 1)].csn)) return false;
+    for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
+        PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
+        if (sl.state == TxSlotState::inflight && done(sl.csn)) {
+            sl.state = TxSlotState::acked;
+            --p.inflight;
+        }
+    }
+    advance_una(p);
     return true;
 }
 
@@ -1126,7 +1242,11 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
                 const PathTxSlot& newest = p.ring[(p.snd_nxt - 1) & (kPathRing - 1)];
                 const Time pto = newest.sent + 2 * p.srtt + cfg.ack_delay;
                 if (newest.state == TxSlotState::inflight && pto < oldest.sent + rto) {
-                    if (now >= pto) {
+                    if (now >= pto && c->red && resolved_tail(*c, p)) [[unlikely]] {
+                        // R-TIMER-10: its tail was packets of CSNs delivered elsewhere;
+                        // what is left is timed afresh.
+                        if (p.snd_una != p.snd_nxt) next = std::min(next, now);
+                    } else if (now >= pto) {
                         c->tlp.push(Conn::TailProbe{newest.csn, pi});
                         p.tlp_sent = true;
                         p.tlp_una = p.snd_una;

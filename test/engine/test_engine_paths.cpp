@@ -814,3 +814,171 @@ TEST_CASE("a path's first flight lost before its first RTT sample costs min_rto,
     INFO("done " << (p.link->now - start) << " ns after the post; " << dropped << " dropped");
     CHECK(p.link->now - start < cfg.initial_rto / 2);
 }
+
+// ---- R-TIMER-10: redundant copies (tail_redundancy) ----
+
+namespace {
+
+// Four paths, no rate hints, an RTO far from the ~4-8 us RTTs of the paths.
+EngineConfig redundancy_cfg(bool on) {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    cfg.rate_hints = false;
+    cfg.min_rto = 100'000;
+    cfg.tail_redundancy = on;
+    return cfg;
+}
+
+bool retransmit_flag(const TxPacket& t) { return (t.hdr[25] & wire::kDataRetransmit) != 0; }
+uint32_t offset_of(const TxPacket& t) { return be32(t.hdr + 40); }
+
+// Every DATA transmission A sends of the packet at byte offset `off` of
+// stream 5's WRITEs: when, and whether its k-th one is dropped.
+struct TailWatch {
+    uint32_t off = 0;
+    bool armed = false;          // only the measured WRITE's packets count
+    std::vector<Time> sent;      // transmissions of that packet
+    std::vector<bool> drop;      // drop[k]: lose its k-th transmission
+    uint64_t copies = 0;         // DATA with the retransmit flag, any packet
+    TailWatch(Pair& p, uint32_t offset) : off(offset) {
+        p.link->drop_if = [this, &p](int side, const TxPacket& t) {
+            if (side != 0 || !is_data(t) || !armed) return false;
+            copies += retransmit_flag(t);
+            if (offset_of(t) != off) return false;
+            const size_t k = sent.size();
+            sent.push_back(p.link->now);
+            return k < drop.size() && drop[k];
+        };
+    }
+};
+
+// A 4-packet WRITE after a warm-up that gave every path an RTT; returns its
+// completion time after the post (0: not completed).
+Time tail_write(Pair& p, WriteBuffers& wb, TailWatch& w) {
+    p.post_writes(5, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 8, 16384);  // warm-up
+    REQUIRE(p.wait(*p.a, p.cqa, 8).size() == 8);
+    w.armed = true;
+    const Time t0 = p.link->now;
+    p.post_writes(5, wb.ms, wb.src.data() + 131072, wb.md, wb.dst.data() + 131072, 1, 16384);
+    auto got = p.wait(*p.a, p.cqa, 1);
+    if (got.size() != 1 || got[0].status != WcStatus::success) return 0;
+    return p.link->now - t0;
+}
+
+}  // namespace
+
+TEST_CASE("a lost last packet whose copy arrives completes with no resend (R-TIMER-10)", "[engine][redundancy]") {
+    Pair p(redundancy_cfg(true));
+    p.stream(5);
+    WriteBuffers wb(p, 131072 + 16384, 11);
+    TailWatch w(p, 12288);  // the WRITE's last packet (DATA offset: within its message)
+    w.drop = {true};  // its original is lost
+    const Time took = tail_write(p, wb, w);
+    REQUIRE(took > 0);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), wb.src.size()) == 0);
+    REQUIRE(w.sent.size() >= 2);
+    INFO("transmissions " << w.sent.size() << ", second after " << (w.sent[1] - w.sent[0]) << " ns, took " << took);
+    CHECK(w.sent[1] - w.sent[0] < 1000);  // the copy left with the original's burst, not a probe 2 RTTs later
+    CHECK(w.sent.size() == 2);             // and nothing more was sent of it
+    ConnStats cs;
+    REQUIRE(p.a->conn_stats(p.ca, cs) == Status::ok);
+    CHECK(cs.retransmits == 0);
+    CHECK(cs.redundant >= 1);
+    p.link->finish_placements(true);
+}
+
+TEST_CASE("a lost copy whose original arrives is no loss of its CSN, and holds no path (R-TIMER-10)",
+          "[engine][redundancy]") {
+    Pair p(redundancy_cfg(true));
+    p.stream(5);
+    WriteBuffers wb(p, 131072 + 16384, 12);
+    TailWatch w(p, 12288);
+    w.drop = {false, true};  // the original arrives, its copy is lost
+    REQUIRE(tail_write(p, wb, w) > 0);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), wb.src.size()) == 0);
+    p.link->run([] { return false; }, 500'000);  // long past every path's RTO
+    REQUIRE(w.sent.size() >= 2);
+    CHECK(w.sent[1] - w.sent[0] < 1000);
+    CHECK(w.sent.size() == 2);  // not resent
+    ConnStats cs;
+    REQUIRE(p.a->conn_stats(p.ca, cs) == Status::ok);
+    CHECK(cs.retransmits == 0);
+    for (uint16_t pi = 0; pi < 4; ++pi) {
+        PathStats ps;
+        REQUIRE(p.a->path_stats(p.ca, pi, ps) == Status::ok);
+        INFO("path " << pi);
+        CHECK(ps.retransmits == 0);
+        CHECK(ps.timeouts == 0);  // the lost copy's slot was resolved, not timed out
+        CHECK(ps.inflight == 0);
+    }
+    p.link->finish_placements(true);
+}
+
+TEST_CASE("an original and its copy both lost are recovered as any loss (R-TIMER-10)", "[engine][redundancy]") {
+    Pair p(redundancy_cfg(true));
+    p.stream(5);
+    WriteBuffers wb(p, 131072 + 16384, 13);
+    TailWatch w(p, 12288);
+    w.drop = {true, true};
+    REQUIRE(tail_write(p, wb, w) > 0);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), wb.src.size()) == 0);
+    REQUIRE(w.sent.size() >= 3);
+    CHECK(w.sent[1] - w.sent[0] < 1000);  // the second was the copy
+    p.link->finish_placements(true);
+}
+
+TEST_CASE("copies never go while new data waits, and only with the key on (R-TIMER-10)", "[engine][redundancy]") {
+    const bool on = GENERATE(false, true);
+    INFO("tail_redundancy " << on);
+    Pair p(redundancy_cfg(on));
+    p.stream(5);
+    const size_t kLen = 64 * 65536;
+    WriteBuffers wb(p, kLen, 14);
+    size_t fresh = 0;        // first transmissions seen
+    size_t fresh_after = 0;  // of those, after a packet with the retransmit flag
+    uint64_t flagged = 0;
+    p.link->drop_if = [&](int side, const TxPacket& t) {
+        if (side != 0 || !is_data(t)) return false;
+        if (retransmit_flag(t)) {
+            ++flagged;
+        } else {
+            ++fresh;
+            fresh_after += flagged > 0;
+        }
+        return false;
+    };
+    p.post_writes(5, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    auto got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    ConnStats cs;
+    REQUIRE(p.a->conn_stats(p.ca, cs) == Status::ok);
+    INFO("fresh " << fresh << ", flagged " << flagged << ", redundant " << cs.redundant);
+    CHECK(fresh == 64 * 16);
+    CHECK(fresh_after == 0);  // no copy before the last new segment left
+    if (on) {
+        CHECK(cs.redundant > 0);  // once idle, the tail was copied
+        CHECK(flagged == cs.redundant);
+    } else {
+        CHECK(cs.redundant == 0);
+        CHECK(flagged == 0);
+    }
+    p.link->finish_placements(true);
+}
+
+TEST_CASE("with the key off a lost last packet waits for its probe (R-TIMER-8, R-TIMER-10)", "[engine][redundancy]") {
+    Pair p(redundancy_cfg(false));
+    p.stream(5);
+    WriteBuffers wb(p, 131072 + 16384, 15);
+    TailWatch w(p, 12288);
+    w.drop = {true};
+    REQUIRE(tail_write(p, wb, w) > 0);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), wb.src.size()) == 0);
+    REQUIRE(w.sent.size() >= 2);
+    CHECK(w.sent[1] - w.sent[0] > 4000);  // a tail-loss probe, two smoothed RTTs on
+    ConnStats cs;
+    REQUIRE(p.a->conn_stats(p.ca, cs) == Status::ok);
+    CHECK(cs.redundant == 0);
+    p.link->finish_placements(true);
+}

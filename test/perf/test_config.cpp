@@ -49,7 +49,7 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
            x.probe_rate == y.probe_rate && x.keepalive_interval == y.keepalive_interval &&
            x.conn_timeout == y.conn_timeout &&
            x.connect_retry == y.connect_retry && x.hint_interval == y.hint_interval && x.ack_delay == y.ack_delay &&
-           x.reroute_after_marks == y.reroute_after_marks;
+           x.reroute_after_marks == y.reroute_after_marks && x.tail_redundancy == y.tail_redundancy;
 }
 
 }  // namespace
@@ -60,6 +60,12 @@ TEST_CASE("config: shipped config/mroce.conf equals the built-in defaults", "[co
     REQUIRE(file.devices.size() == 1);
     CHECK(same(file.device(), builtin.device()));
     CHECK(same(builtin.device(), DeviceConfig{}));
+}
+
+TEST_CASE("config: tail_redundancy (R-TIMER-10) is off unless set, and takes a boolean", "[config]") {
+    CHECK(!parse_config("", "t.conf").device().engine.tail_redundancy);
+    CHECK(parse_config("[engine]\ntail_redundancy = true\n", "t.conf").device().engine.tail_redundancy);
+    CHECK(error_of("[engine]\ntail_redundancy = newest\n").find("key 'tail_redundancy'") != std::string::npos);
 }
 
 TEST_CASE("config: the verbs provider's keys and the test fault injector's", "[config][verbs]") {

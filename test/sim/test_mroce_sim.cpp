@@ -294,6 +294,27 @@ TEST_CASE("a repaired loss costs the pipelined ring less with a stream per slice
     CHECK_THROWS_WITH(override_scenario(s, "workload.streams=4"), Catch::Contains("'streams'"));
 }
 
+TEST_CASE("redundant copies repair a pipelined ring's losses faster at 10% loss (R-TIMER-10)", "[mroce-sim]") {
+    // Issue 22 (a), doc/results.md: at 10% loss nearly every slice has a
+    // loss; a copy of each resend, and of the youngest packets when the
+    // sender is idle, repairs it before the loss is known.
+    Scenario s = parse_scenario(kRing, "ring");
+    for (const char* o : {"fabric.hosts=4", "fabric.link_gbps=400", "workload.bytes=4194304", "workload.slices=8",
+                          "workload.slices_outstanding=8", "workload.streams=8", "fabric.nic_ring_bytes=4096",
+                          "fabric.host_burst=8", "fabric.path_loss=0.1"})
+        override_scenario(s, o);
+    const RunResult off = run_scenario(s);
+    override_scenario(s, "engine.tail_redundancy=true");
+    const RunResult on = run_scenario(s);
+    REQUIRE(off.completed);
+    REQUIRE(on.completed);
+    CHECK(on.failed_ops == 0);
+    INFO("without copies " << off.aggregate_gbps << " Gbit/s, with " << on.aggregate_gbps);
+    CHECK(on.aggregate_gbps > 1.08 * off.aggregate_gbps);  // 932 -> 1094
+    CHECK(off.transport_stats.find("\"redundant_packets\": 0,") != std::string::npos);
+    CHECK(on.transport_stats.find("\"redundant_packets\": 0,") == std::string::npos);
+}
+
 TEST_CASE("a hot link slows the baseline's ring QP that ECMP pins onto it; bad hot-link keys are named", "[mroce-sim]") {
     CHECK(refusal(std::string(kRing) + "\n[fabric]\n").find("repeated") != std::string::npos);
     Scenario s = parse_scenario(kRing, "ring");

@@ -183,6 +183,7 @@ struct PathStats {
     uint64_t spurious_timeouts = 0;  // timeouts a late ACK proved spurious, window restored (R-TIMER-7)
     uint64_t tail_probes = 0;   // tail-loss probes sent on this path (R-TIMER-8)
     uint64_t silences = 0;      // times the path fell silent while its siblings were acked (R-TIMER-9)
+    uint64_t redundant = 0;     // redundant copies of unacknowledged CSNs sent on this path (R-TIMER-10)
     uint64_t ce_marks = 0;      // CE echoed for this path
     uint64_t rerouted = 0;      // times its entropy was changed (R-SCHED-5)
     uint64_t rx_packets = 0;    // data packets received on the peer's path with this index
@@ -213,6 +214,7 @@ struct ConnStats {
     uint64_t rx_data_packets = 0;
     uint64_t rx_payload_bytes = 0;
     uint64_t retransmits = 0;
+    uint64_t redundant = 0;       // redundant copies sent: of resends, and idle-time copies (R-TIMER-10)
     uint64_t duplicates = 0;      // received CSNs already seen (R-CSN-3)
     uint64_t naks_sent = 0;
     uint64_t naks_received = 0;
@@ -280,6 +282,11 @@ struct EngineConfig {
     Time max_rto = 100'000'000;
     uint32_t fail_after_timeouts = 3;    // consecutive RTOs that retire a path (R-PATH-9)
     bool path_silence = true;            // R-TIMER-9
+    // R-TIMER-10: every resend goes with a copy on another path, and a
+    // connection with window room but nothing new to send sends its
+    // unacknowledged CSNs once more on another path, newest first, so a
+    // lost tail is repaired before its loss is known. Off by default.
+    bool tail_redundancy = false;
     Time probe_interval = 1'000'000;     // first re-probe of a failed path after this (R-PATH-11)
     Time probe_max_interval = 100'000'000;  // unanswered probes back off, doubling, up to this (R-PATH-11)
     // R-PATH-14: PROBEs (path probes and keepalives) this device sends per
