@@ -758,7 +758,8 @@ struct Engine::Impl {
     void plan_paths(Conn& c, Time now);
     [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
-    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
+    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr,
+                      bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     template <bool Gather>

@@ -28,6 +28,7 @@ static void put_be64(uint8_t* p, uint64_t v) {
 void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
     Impl& I = *impl_;
     I.last_now = now;
+    I.st.rx_packets += n;  // every datagram, whatever becomes of it
     for (size_t i = 0; i < n; ++i) {
         I.cur_rx = &pkts[i];
         I.rx_one(pkts[i], now);
@@ -35,7 +36,6 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
 }
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
-    ++st.rx_packets;
     wire::Packet& pk = rx_pk;
     // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
     const wire::DecodeError e = rp.len2 == 0 ? wire::decode_data({rp.data, rp.len}, pk)
