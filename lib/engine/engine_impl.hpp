@@ -724,7 +724,8 @@ struct Engine::Impl {
     [[gnu::noinline]] Placed fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
                                       wire::Syndrome syn, WcStatus st_local);
     // Inlined into rx_data: a call per packet costs more than its body.
-    [[gnu::always_inline]] inline void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now);
+    // deferring: cfg.deferred_placement (a constant where the caller knows it).
+    [[gnu::always_inline]] inline void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now, bool deferring);
     void finish_pend(const PendRec& r, Time now);
     void request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq);
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);

@@ -729,6 +729,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.is_request = true;
         t.sent_before = false;
         t.rnr_tries = 0;
+        t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
         TxPacket& o = out[n];
         {
             using namespace wire::detail;
