@@ -13,7 +13,9 @@ together).
 usage: scripts/bench-verbs.py [BUILD] [ROUNDS] [SECONDS]   (defaults: build 3 3)
 Prints every run and then medians with the ratios. Env: PORT (base), SPIN
 (spin_us of both verbs devices for the latency pair; mroce-perf --lat gets
-the same with --spin-us).
+the same with --spin-us), BASE (another provider's mroce-run, e.g. a copy of
+the previous commit's build: its perftest runs go in the same rounds, as
+"base ...", for a same-run before/after).
 """
 import os
 import re
@@ -30,6 +32,7 @@ PERF = os.path.join(BUILD, "app/perf/mroce-perf")
 RUN = os.path.join(BUILD, "drivers/verbs/mroce-run")
 port = int(os.environ.get("PORT", "27000"))
 SPIN = os.environ.get("SPIN", "")
+BASE = os.environ.get("BASE", "")
 TMP = tempfile.mkdtemp(prefix="mroce-bench-verbs-")
 
 
@@ -67,12 +70,12 @@ def pair(server, client, timeout=60):
     return c.stdout
 
 
-def perftest(prog, args, extra=""):
+def perftest(prog, args, extra="", run=RUN):
     p = next_port()
     s_conf, c_conf = config("127.0.0.1", p, extra), config("127.0.0.2", p, extra)
     tcp = str(p + 20)
-    out = pair([RUN, "-c", s_conf, prog, "-d", "mroce0", "-p", tcp] + args,
-               [RUN, "-c", c_conf, prog, "-d", "mroce0", "-p", tcp] + args + ["127.0.0.1"])
+    out = pair([run, "-c", s_conf, prog, "-d", "mroce0", "-p", tcp] + args,
+               [run, "-c", c_conf, prog, "-d", "mroce0", "-p", tcp] + args + ["127.0.0.1"])
     if out is None:
         return None
     lines = out.splitlines()
@@ -113,14 +116,23 @@ for r in range(ROUNDS):
         note("mroce-perf %d Gbit/s" % size, m and m.get("goodput_gbps"))
         row = perftest("ib_write_bw", ["-s", str(size), "-D", str(SECS)])
         note("ib_write_bw %d Gbit/s" % size, row and float(row[3]) * 8 / 1000)  # BW average MB/s
+        if BASE:
+            row = perftest("ib_write_bw", ["-s", str(size), "-D", str(SECS)], run=BASE)
+            note("base ib_write_bw %d Gbit/s" % size, row and float(row[3]) * 8 / 1000)
     m = mroce_perf(["-s", "64", "-D", str(SECS)])
     note("mroce-perf 64 msg/s", m and m.get("msg_rate"))
     row = perftest("ib_write_bw", ["-s", "64", "-D", str(SECS)])
     note("ib_write_bw 64 msg/s", row and float(row[4]) * 1e6)  # MsgRate Mpps
+    if BASE:
+        row = perftest("ib_write_bw", ["-s", "64", "-D", str(SECS)], run=BASE)
+        note("base ib_write_bw 64 msg/s", row and float(row[4]) * 1e6)
     m = mroce_perf(["--lat", "-n", "5000"] + lat_spin)
     note("mroce-perf --lat p50 us", m and m.get("lat_p50_us"))
     row = perftest("ib_write_lat", ["-s", "8", "-n", "5000"], lat_extra)
     note("ib_write_lat t_typical us", row and float(row[4]))
+    if BASE:
+        row = perftest("ib_write_lat", ["-s", "8", "-n", "5000"], lat_extra, run=BASE)
+        note("base ib_write_lat t_typical us", row and float(row[4]))
 
 
 def med(k):
@@ -136,3 +148,9 @@ for size in (65536, 1048576):
     print("  ib_write_bw / mroce-perf, %7d B: %.3f" % (size, med("ib_write_bw %d Gbit/s" % size) / med("mroce-perf %d Gbit/s" % size)))
 print("  ib_write_bw / mroce-perf, 64 B msg/s: %.3f" % (med("ib_write_bw 64 msg/s") / med("mroce-perf 64 msg/s")))
 print("  ib_write_lat / mroce-perf --lat:      %.3f" % (med("ib_write_lat t_typical us") / med("mroce-perf --lat p50 us")))
+if BASE:
+    print("base (%s), same rounds:" % BASE)
+    for size in (65536, 1048576):
+        print("  ib_write_bw / mroce-perf, %7d B: %.3f" % (size, med("base ib_write_bw %d Gbit/s" % size) / med("mroce-perf %d Gbit/s" % size)))
+    print("  ib_write_bw / mroce-perf, 64 B msg/s: %.3f" % (med("base ib_write_bw 64 msg/s") / med("mroce-perf 64 msg/s")))
+    print("  ib_write_lat / mroce-perf --lat:      %.3f" % (med("base ib_write_lat t_typical us") / med("mroce-perf --lat p50 us")))

@@ -242,6 +242,12 @@ int poll_cq_op(ibv_cq* ibcq, int num, ibv_wc* wc) {
         }
         if (n < kBurst) break;
     }
+    // An application that waits outside verbs after this (ib_write_lat spins
+    // on its buffer) has its answer placed here, or the engine thread back at
+    // once (Device::leave).
+    const bool release = got > 0 && d.leave(g);
+    g.unlock();
+    if (release) d.stop_driving();
     return got;
 }
 

@@ -224,8 +224,41 @@ size_t Device::drive_locked() {
         const Time until = driven_until_.load(std::memory_order_relaxed);
         if (until == 0 || now > until + 1'000'000) driving_since_.store(now, std::memory_order_relaxed);
         driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+        returned_locked(now);
     }
     return step_locked(now);
+}
+
+void Device::returned_locked(Time now) noexcept {
+    if (left_at_ == 0) return;
+    stays_away_ = now - left_at_ > Time(cfg_.drive_handoff_us) * 1000;
+    if (stays_away_) lingers_ = true;
+    left_at_ = 0;
+}
+
+bool Device::leave(std::unique_lock<std::mutex>& g) {
+    if (!thr_.joinable() || driven_until_.load(std::memory_order_relaxed) == 0) return false;
+    Time now = tr_->now();
+    if (lingers_) {
+        // Drive until a pass moves a packet (the answer the application waits
+        // for lands now), at most spin_us; the lock is released between passes
+        // so that the application's other threads may post.
+        const Time end = now + Time(cfg_.spin_us) * 1000;
+        for (;;) {
+            g.unlock();
+            g.lock();
+            now = tr_->now();
+            if (now >= end) {
+                lingers_ = false;  // it waits longer than a linger: measure it again
+                left_at_ = now;
+                return true;
+            }
+            driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
+            if (step_locked(now) != 0) return false;
+        }
+    }
+    left_at_ = now;
+    return stays_away_;
 }
 
 void Device::stop_driving() {
@@ -351,6 +384,7 @@ Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post p
         // A caller that drives the loop and posts between its polls is still driving.
         if (thr_.joinable()) {
             const Time now = tr_->now();
+            returned_locked(now);
             if (now < driven_until_.load(std::memory_order_relaxed))
                 driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
         }

@@ -62,7 +62,20 @@ def run_pair(name, server_args, client_args, extra="", timeout=60, daemon=False,
              addrs=("127.0.0.1", "127.0.0.2")):
     """Server then client (the server's address replaces SERVER in the client's arguments, else comes
     last); returns (ok, client out, server out). addrs: the two devices' configured addresses (a
-    comma-separated list: one per plane, the first the one SERVER names)."""
+    comma-separated list: one per plane, the first the one SERVER names). perftest measures the CPU
+    clock against the wall clock before it reports and gives up when a loaded host makes the fit poor
+    ("Correlation coefficient r^2 ... < 0.9", "Can't produce a report"), whatever the provider did:
+    such a pair runs again, at most twice."""
+    for attempt in range(3):
+        ok, cout, sout = run_pair_once(name, server_args, client_args, extra, timeout, daemon, launch,
+                                       last=attempt == 2, addrs=addrs)
+        if ok or "Correlation coefficient r^2" not in cout + sout:
+            return ok, cout, sout
+        print("  %s: perftest could not calibrate its CPU clock on this loaded host; again" % name)
+    return ok, cout, sout
+
+
+def run_pair_once(name, server_args, client_args, extra, timeout, daemon, launch, last, addrs):
     port = next_port()
     sconf, cconf = config(addrs[0], port, extra), config(addrs[1], port, extra)
     srv = subprocess.Popen(launch(sconf) + server_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -88,7 +101,7 @@ def run_pair(name, server_args, client_args, extra="", timeout=60, daemon=False,
         src = "timeout"
     ok = crc == 0 and src == 0
     print("%-62s %s  (%.1f s)" % (name, "ok" if ok else "FAILED (client %s, server %s)" % (crc, src), time.time() - t0))
-    if not ok:
+    if not ok and (last or "Correlation coefficient r^2" not in cout + sout):
         failures.append(name)
         print("--- client:\n%s\n--- server:\n%s" % (cout[-3000:], sout[-3000:]))
     return ok, cout, sout

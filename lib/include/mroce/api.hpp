@@ -494,6 +494,20 @@ public:
     size_t drive();
     size_t drive_locked();
     void stop_driving();
+    // The driving caller returns to its application with what it waited for
+    // (the verbs provider: ibv_poll_cq returning completions); g holds lock().
+    // An application whose absence after such a return outlasted
+    // drive_handoff_us waits outside the provider (ib_write_lat spins on its
+    // buffer for the peer's WRITE, which only a pass can place): from then on
+    // the caller lingers, driving passes for at most spin_us until one moves
+    // a packet, so that the answer it waits for lands in its own thread
+    // rather than through the engine thread. A linger that runs out, or an
+    // application that waits outside the first time, returns true: the
+    // caller calls stop_driving() once it has released g, and the engine
+    // thread takes the loop at once instead of after its standby nap (up to
+    // 1 ms). An application that comes straight back (posts, polls again:
+    // ib_write_bw, ping-pongs that poll) neither lingers nor gives the loop up.
+    bool leave(std::unique_lock<std::mutex>& g);
 
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
@@ -555,6 +569,13 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<Time> driven_until_{0};  // the engine thread stands by until then (drive())
     std::atomic<Time> driving_since_{0};  // start of the callers' current driving run
+    // leave_locked(): when the driving caller last returned to its
+    // application (0: it came back since), and whether its last absence
+    // outlasted the hand-off (both under mu_).
+    Time left_at_ = 0;
+    bool stays_away_ = false;
+    bool lingers_ = false;  // the caller lingers at leave() (under mu_)
+    void returned_locked(Time now) noexcept;
     std::mutex nap_mu_;                   // the engine thread's standby naps, cut short by stop_driving()
     std::condition_variable nap_cv_;
     std::atomic<bool> sleeping_{false};
