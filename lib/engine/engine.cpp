@@ -782,21 +782,10 @@ inline bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, con
     return true;
 }
 
-Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
-    Impl& I = *impl_;
-    Conn* c = I.conn(conn);
-    if (!c) return Status::no_such_object;
-    I.wake(*c);
-    if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
-    uint32_t sidx = 0;
-    Stream* s = c->find_local(stream_id, &sidx);
-    if (!s) return Status::no_such_object;
-    if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
-    if (s->sq.empty()) [[unlikely]] {  // the stream's first send: its queue (create_stream)
-        s->sq.resize(size_t(s->sq_mask) + 1);
-        s->sq_aux.resize(s->sq.size());
-    }
-    if (I.post_one_buffer(*c, *s, sidx, wr)) return Status::ok;
+// Everything post_one_buffer leaves (lists, inline data, READ, atomics, a
+// stream in error, a connection still connecting): out of line, so that the
+// common post saves none of its registers.
+[[gnu::noinline]] static Status post_send_general(Engine::Impl& I, Conn* c, Stream* s, const SendWr& wr) {
     const wire::Opcode op = opcode_of(wr.op);
     const bool atomic = wire::is_atomic_req(op);
     uint64_t length = 0;
@@ -881,6 +870,24 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     return Status::ok;
 }
 
+Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (!c) return Status::no_such_object;
+    I.wake(*c);
+    if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
+    uint32_t sidx = 0;
+    Stream* s = c->find_local(stream_id, &sidx);
+    if (!s) return Status::no_such_object;
+    if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
+    if (s->sq.empty()) [[unlikely]] {  // the stream's first send: its queue (create_stream)
+        s->sq.resize(size_t(s->sq_mask) + 1);
+        s->sq_aux.resize(s->sq.size());
+    }
+    if (I.post_one_buffer(*c, *s, sidx, wr)) return Status::ok;
+    return post_send_general(I, c, s, wr);
+}
+
 static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }
 
 
@@ -954,14 +961,21 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
     // Locals: the completions written below could alias any of these for the compiler.
     const uint32_t tail = s.sq_tail, mask = s.sq_mask, conn_id = c.id, stream_id = s.id, cq = s.send_cq;
     SendWqe* const sq = s.sq.data();
+    // The CQ looked up once per run (cq_slot's checks, the same outcome per completion).
+    Cq* const q = cq != 0 && cq <= cqs.size() ? &cqs[cq - 1] : nullptr;
     uint32_t h = head;
     uint32_t rd_retired = 0;
     while (h != tail) {
         SendWqe& w = sq[h & mask];
         if (!w.done) break;
-        if (w.wr.signaled || w.status != WcStatus::success) {
+        if (w.wr.signaled || w.status != WcStatus::success) [[likely]] {
             // Written into its CQ slot in place (push_cq's checks and order, no copy).
-            if (Completion* cpl = cq_slot(cq)) {
+            Completion* cpl = nullptr;
+            if (q) [[likely]] {
+                if (q->tail - q->head != q->depth) [[likely]] cpl = &q->ring[q->tail++ & q->mask];
+                else ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
+            }
+            if (cpl) {
                 cpl->wr_id = w.wr.wr_id;
                 cpl->conn = conn_id;
                 cpl->stream = stream_id;
@@ -970,7 +984,7 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
                 cpl->status = w.status;
                 cpl->opcode = wc_opcode_of(w.opcode);
                 cpl->has_imm = false;
-                cq_pushed(cq, *cpl, false);
+                if (q->armed != CqArm::none) [[unlikely]] notify(cq, *q, *cpl, false);
             }
         }
         rd_retired += w.rd_counted;

@@ -745,7 +745,8 @@ struct Engine::Impl {
     [[gnu::noinline]] Placed fail_msg(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, const wire::DataHeader& d,
                                       wire::Syndrome syn, WcStatus st_local);
     // Inlined into rx_data: a call per packet costs more than its body.
-    [[gnu::always_inline]] inline void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now);
+    // deferring: cfg.deferred_placement (a constant where the caller knows it).
+    [[gnu::always_inline]] inline void rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now, bool deferring);
     void finish_pend(const PendRec& r, Time now);
     void request_done(Conn& c, Stream& s, uint32_t sidx, RxMsg& m, uint32_t msg_seq);
     void advance_rx(Conn& c, Stream& s, uint32_t sidx);
@@ -780,7 +781,8 @@ struct Engine::Impl {
     [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     [[gnu::noinline]] bool emit_redundant(Conn& c, TxPacket& o, Time now, bool resends_only);
-    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr);
+    void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr,
+                      bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     template <bool Gather>

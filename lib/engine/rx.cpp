@@ -28,6 +28,7 @@ static void put_be64(uint8_t* p, uint64_t v) {
 void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
     Impl& I = *impl_;
     I.last_now = now;
+    I.st.rx_packets += n;  // every datagram, whatever becomes of it
     for (size_t i = 0; i < n; ++i) {
         I.cur_rx = &pkts[i];
         I.rx_one(pkts[i], now);
@@ -35,7 +36,6 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
 }
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
-    ++st.rx_packets;
     wire::Packet& pk = rx_pk;
     // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
     const wire::DecodeError e = rp.len2 == 0 ? wire::decode_data({rp.data, rp.len}, pk)
@@ -301,7 +301,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
             PendRec r = arrival(d, pi, ce, true);
             r.accepted = true;
             r.ack_now = whole || ce || (d.dflags & wire::kDataAckNow) || uint64_t(d.offset) + d.payload_len >= d.msg_len;
-            rx_accounted(c, rp, r, now);
+            rx_accounted(c, rp, r, now, false);
             return;
         }
     } else if (pend_tail - pend_head == pend.size()) {
@@ -348,7 +348,7 @@ void Engine::Impl::rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now) {
     r.ack_now = ce || !r.psn_fresh || (d.dflags & wire::kDataAckNow) ||
                 uint64_t(d.offset) + d.payload_len >= d.msg_len;
     if (!deferring || (!deferred && pend_head == pend_tail)) {
-        rx_accounted(c, rp, r, now);
+        rx_accounted(c, rp, r, now, deferring);
         return;
     }
     // Queued behind (or as) a pending placement: finished in arrival order by placed().
@@ -409,14 +409,14 @@ bool Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
 
 // Step 16 of doc/spec.md section 5 after the payload is in place: count it,
 // record its PSN and make the path's ACK due (R-ACK-1, R-ACK-2).
-void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now) {
+void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now, bool deferring) {
     if (r.accepted) {
-        if (cfg.deferred_placement) c.rx_csn_done.mark(r.csn);
+        if (deferring) c.rx_csn_done.mark(r.csn);
         ++c.st.rx_data_packets;
         c.st.rx_payload_bytes += r.plen;
     }
     // Deferred: the path floor may have passed the PSN meanwhile (the sender gave up on it).
-    if (r.psn_fresh && (!cfg.deferred_placement || rp.sack.classify(r.psn) == SackBitmap::Result::fresh))
+    if (r.psn_fresh && (!deferring || rp.sack.classify(r.psn) == SackBitmap::Result::fresh))
         rp.sack.mark(r.psn);
     // R-ACK-2: every data packet, fresh or duplicate, is acked.
     ++rp.rx_packets;
@@ -491,7 +491,7 @@ void Engine::Impl::finish_pend(const PendRec& r, Time now) {
             }
         }
     }
-    rx_accounted(c, c.rx_paths[r.path], r, now);
+    rx_accounted(c, c.rx_paths[r.path], r, now, cfg.deferred_placement);
 }
 
 void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
@@ -975,8 +975,7 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
         SendWqe& w = s.sq[t.sq_slot];
         if (w.active && w.msg_seq == t.msg_seq && !w.done) {
             ++w.pkts_acked;
-            const bool needs_response = w.opcode == Opcode::read_req || wire::is_atomic_req(w.opcode);
-            if (!needs_response && w.pkts_acked >= w.npkts) {
+            if (w.pkts_acked >= w.npkts && w.opcode != Opcode::read_req && !wire::is_atomic_req(w.opcode)) {
                 w.done = true;  // R-CMPL-2: acked = placed at the responder
                 // Its completion (and any behind it) is generated once per
                 // ACK (rx_ack's flush_sq), not per packet; a packet of
@@ -994,10 +993,15 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
 
 void Engine::Impl::advance_csn_una(Conn& c) {
     const uint32_t mask = uint32_t(c.txpkts.size() - 1);
-    while (c.csn_una != c.csn_nxt && c.txpkts[c.csn_una & mask].state == CsnState::delivered) {
-        c.txpkts[c.csn_una & mask].state = CsnState::free;
-        ++c.csn_una;
+    // Locals: the state stores below could alias the connection's fields for the compiler.
+    TxPkt* const tp = c.txpkts.data();
+    const uint32_t nxt = c.csn_nxt;
+    uint32_t una = c.csn_una;
+    while (una != nxt && tp[una & mask].state == CsnState::delivered) {
+        tp[una & mask].state = CsnState::free;
+        ++una;
     }
+    c.csn_una = una;
     if (!c.tx_retired.empty()) [[unlikely]] release_retired(c);
 }
 

@@ -105,6 +105,7 @@ public:
     }
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
     Result classify(uint32_t csn) const noexcept {
+        if (csn == cum_) return Result::fresh;  // in order (cum_'s own bit is never set)
         if (wire::seq_lt(csn, cum_)) return Result::duplicate;
         if (csn - cum_ > mask_) return Result::beyond_window;
         const uint32_t i = csn & mask_;

@@ -521,8 +521,11 @@ void Engine::Impl::release_retired(Conn& c) {
 // hdr_template: the message's data header with every per-message field
 // filled in (emit_segment_run), or o.hdr itself when the caller wrote them
 // there (single_run); only the per-packet fields are written here.
+// in_run: single_run's call, which counts the connection's packets and arms
+// the earliest of its paths' timers once per run (the same end state as
+// per-packet arms: arm(t1), arm(t2) is arm(min(t1, t2))).
 [[gnu::always_inline]] inline void Engine::Impl::send_on_path(Conn& c, TxPkt& t, int pi, TxPacket& o, Time now,
-                                                              const uint8_t* hdr_template) {
+                                                              const uint8_t* hdr_template, bool in_run) {
     TxPath& p = c.paths[pi];
     const uint32_t psn = p.snd_nxt++;
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
@@ -588,6 +591,7 @@ void Engine::Impl::release_retired(Conn& c) {
 
     ++p.st.tx_packets;
     p.st.tx_bytes += t.payload_len;
+    if (in_run) return;
     ++c.st.tx_data_packets;
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
@@ -679,6 +683,13 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     uint32_t mask = uint32_t(c.txpkts.size() - 1);
     size_t n = 0;
+    uint64_t bytes = 0;
+    Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
+    // The common header's bytes, the same for every packet of the run (its
+    // path id is send_on_path's): built once, copied per packet.
+    uint8_t common[wire::kCommonLen];
+    wire::detail::put_common(common,
+                             wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
     while (n < max && !c.jobs.empty()) {
         const TxJob job = c.jobs.front();
         if (job.kind != JobKind::request) break;
@@ -721,11 +732,12 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.is_request = true;
         t.sent_before = false;
         t.rnr_tries = 0;
+        t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
         TxPacket& o = out[n];
         {
             using namespace wire::detail;
             uint8_t* h = o.hdr;
-            put_common(h, wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
+            std::memcpy(h, common, wire::kCommonLen);
             put8(h + 24, uint8_t(t.opcode));
             put32(h + 28, t.stream_id);
             put32(h + 32, t.msg_seq);
@@ -735,9 +747,16 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
             put32(h + 56, t.recv_seq);
             put32(h + 60, t.imm);
         }
-        send_on_path(c, t, pi, o, now, o.hdr);
+        send_on_path(c, t, pi, o, now, o.hdr, true);
+        bytes += t.payload_len;
+        due = std::min(due, c.paths[pi].sched_timer);
         if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
         ++n;
+    }
+    if (n) {
+        c.st.tx_data_packets += n;
+        c.st.tx_payload_bytes += bytes;
+        arm(c, due);
     }
     return n;
 }

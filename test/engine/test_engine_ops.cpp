@@ -371,6 +371,49 @@ TEST_CASE("R-MEM-6: the requester has the whole READ, its ACKs are lost, the res
     CHECK(t.f.a.eng.poll_cq(t.f.a.cq, c.data(), 1) == 0);
 }
 
+// R-MEM-6 only voids what reads a deregistered region: a transmit record
+// that last carried a READ response keeps its region's key when it is freed,
+// and the one-packet fast path (single_run) once reused such a record without
+// clearing it, so the responder's later one-packet WRITEs on those records
+// left empty and void (without the fix: 48 of the first 64 complete, the
+// rest never do).
+TEST_CASE("R-MEM-6: one-packet WRITEs on transmit records a READ response used, its source deregistered",
+          "[engine][read][mem]") {
+    ReadAfterDereg t;
+    t.f.link.drop_if = [&](int from, const TxPacket& p) {
+        t.watch(from, p);
+        return false;
+    };
+    t.post_read();
+    auto c = t.f.wait(t.f.a, 1);
+    REQUIRE(c.size() == 1);
+    REQUIRE(c[0].status == WcStatus::success);
+    t.deregister();
+    // More one-packet WRITEs from the responder than it has transmit records
+    // (they start at 128), so every record the response used is reused.
+    constexpr size_t kMsg = 64, kRounds = 8, kPerRound = 64, kDst = 512 * 1024;
+    fill(t.f.b.mem, 0, kMsg * kRounds * kPerRound, 3);
+    for (size_t r = 0; r < kRounds; ++r) {
+        for (size_t i = 0; i < kPerRound; ++i) {
+            const size_t off = (r * kPerRound + i) * kMsg;
+            SendWr wr;
+            wr.wr_id = off;
+            wr.op = OpKind::write;
+            wr.local_addr = t.f.b.addr(off);
+            wr.length = uint32_t(kMsg);
+            wr.lkey = t.f.b.mr.lkey;
+            wr.remote_addr = t.f.a.addr(kDst + off);
+            wr.rkey = t.f.a.mr.rkey;
+            REQUIRE(t.f.b.eng.post_send(t.f.cb, 7, wr) == Status::ok);
+        }
+        auto w = t.f.wait(t.f.b, kPerRound);
+        REQUIRE(w.size() == kPerRound);
+        for (const Completion& x : w) CHECK(x.status == WcStatus::success);
+    }
+    CHECK(t.void_resps == 0);
+    CHECK(std::memcmp(t.f.a.mem.data() + kDst, t.f.b.mem.data(), kMsg * kRounds * kPerRound) == 0);
+}
+
 TEST_CASE("R-MEM-6: the responder deregisters the source while a segment of the READ is still missing",
           "[engine][read][mem]") {
     ReadAfterDereg t;
