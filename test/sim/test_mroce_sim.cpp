@@ -43,6 +43,21 @@ std::string refusal(const std::string& text) {
     return "(accepted)";
 }
 
+// mroce and the baseline, each lossless and at 1% end-to-end loss.
+struct FourRuns {
+    RunResult m0, m1, r0, r1;
+};
+FourRuns lossless_and_lossy(Scenario s) {
+    FourRuns f;
+    f.m0 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0.01");
+    f.m1 = run_scenario(s);
+    override_scenario(s, "scenario.transport=roce");
+    f.r1 = run_scenario(s);
+    override_scenario(s, "fabric.path_loss=0");
+    f.r0 = run_scenario(s);
+    return f;
+}
 }  // namespace
 
 TEST_CASE("a scenario with a bad key is refused naming the file, line and key", "[mroce-sim]") {
@@ -72,13 +87,7 @@ TEST_CASE("a scenario with a bad key is refused naming the file, line and key", 
 
 TEST_CASE("ring all-reduce under 1% loss: mroce keeps its goodput, go-back-N does not", "[mroce-sim]") {
     Scenario s = parse_scenario(kRing, "ring");
-    const RunResult m0 = run_scenario(s);
-    override_scenario(s, "fabric.path_loss=0.01");
-    const RunResult m1 = run_scenario(s);
-    override_scenario(s, "scenario.transport=roce");
-    const RunResult r1 = run_scenario(s);
-    override_scenario(s, "fabric.path_loss=0");
-    const RunResult r0 = run_scenario(s);
+    const auto [m0, m1, r0, r1] = lossless_and_lossy(s);
     for (const RunResult* r : {&m0, &m1, &r0, &r1}) {
         REQUIRE(r->completed);
         CHECK(r->failed_ops == 0);
@@ -467,13 +476,7 @@ TEST_CASE("tree all-reduce: reduce up, broadcast down, every byte placed; mroce 
     for (const char* o : {"fabric.hosts=7", "workload.kind=tree_allreduce", "workload.bytes=2097152",
                           "workload.slices=8", "workload.slices_outstanding=4"})
         override_scenario(s, o);
-    const RunResult m0 = run_scenario(s);
-    override_scenario(s, "fabric.path_loss=0.01");
-    const RunResult m1 = run_scenario(s);
-    override_scenario(s, "scenario.transport=roce");
-    const RunResult r1 = run_scenario(s);
-    override_scenario(s, "fabric.path_loss=0");
-    const RunResult r0 = run_scenario(s);
+    const auto [m0, m1, r0, r1] = lossless_and_lossy(s);
     for (const RunResult* r : {&m0, &m1, &r0, &r1}) {
         REQUIRE(r->completed);
         CHECK(r->failed_ops == 0);
