@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include "run.hpp"
@@ -41,6 +42,11 @@ std::string refusal(const std::string& text) {
         return e.what();
     }
     return "(accepted)";
+}
+
+// Command-line style overrides (section.key=value), in order.
+void override_all(Scenario& s, std::initializer_list<const char*> kvs) {
+    for (const char* kv : kvs) override_scenario(s, kv);
 }
 
 // mroce and the baseline, each lossless and at 1% end-to-end loss.
@@ -281,13 +287,10 @@ TEST_CASE("a repaired loss costs the pipelined ring less with a stream per slice
     // at most the ring and one transmit burst).
     // 8 hosts at 400 Gbit/s: 128 KiB slices of ~2.6 us against an RTT of ~8 us.
     Scenario s = parse_scenario(kRing, "ring");
-    for (const char* o : {"fabric.hosts=8", "fabric.link_gbps=400", "workload.bytes=8388608", "workload.slices=8",
-                          "workload.slices_outstanding=8", "fabric.path_loss=0.02"})
-        override_scenario(s, o);
+    override_all(s, {"fabric.hosts=8", "fabric.link_gbps=400", "workload.bytes=8388608", "workload.slices=8",
+                          "workload.slices_outstanding=8", "fabric.path_loss=0.02"});
     const RunResult one = run_scenario(s);
-    override_scenario(s, "workload.streams=8");
-    override_scenario(s, "fabric.nic_ring_bytes=4096");
-    override_scenario(s, "fabric.host_burst=8");
+    override_all(s, {"workload.streams=8", "fabric.nic_ring_bytes=4096", "fabric.host_burst=8"});
     const RunResult lanes = run_scenario(s);
     REQUIRE(one.completed);
     REQUIRE(lanes.completed);
@@ -308,10 +311,9 @@ TEST_CASE("redundant copies repair a pipelined ring's losses faster at 10% loss 
     // loss; a copy of each resend, and of the youngest packets when the
     // sender is idle, repairs it before the loss is known.
     Scenario s = parse_scenario(kRing, "ring");
-    for (const char* o : {"fabric.hosts=4", "fabric.link_gbps=400", "workload.bytes=4194304", "workload.slices=8",
+    override_all(s, {"fabric.hosts=4", "fabric.link_gbps=400", "workload.bytes=4194304", "workload.slices=8",
                           "workload.slices_outstanding=8", "workload.streams=8", "fabric.nic_ring_bytes=4096",
-                          "fabric.host_burst=8", "fabric.path_loss=0.1"})
-        override_scenario(s, o);
+                          "fabric.host_burst=8", "fabric.path_loss=0.1"});
     const RunResult off = run_scenario(s);
     override_scenario(s, "engine.tail_redundancy=true");
     const RunResult on = run_scenario(s);
@@ -473,9 +475,8 @@ TEST_CASE("a three-tier fat-tree routes every host pair over every aggregation a
 TEST_CASE("tree all-reduce: reduce up, broadcast down, every byte placed; mroce beats go-back-N under loss", "[mroce-sim][tree]") {
     // 7 hosts: a full binary tree of depth 2; 8 slices, at most 4 in flight per host.
     Scenario s = parse_scenario(kRing, "tree");
-    for (const char* o : {"fabric.hosts=7", "workload.kind=tree_allreduce", "workload.bytes=2097152",
-                          "workload.slices=8", "workload.slices_outstanding=4"})
-        override_scenario(s, o);
+    override_all(s, {"fabric.hosts=7", "workload.kind=tree_allreduce", "workload.bytes=2097152",
+                          "workload.slices=8", "workload.slices_outstanding=4"});
     const auto [m0, m1, r0, r1] = lossless_and_lossy(s);
     for (const RunResult* r : {&m0, &m1, &r0, &r1}) {
         REQUIRE(r->completed);
@@ -507,9 +508,8 @@ TEST_CASE("a long/short mix reports both classes; mroce's short flows finish soo
     // 8 hosts: 0..3 each send 4 MiB to 4..7; 64 short flows of 32 KiB
     // arrive at 1 per us from hosts 4..7 to random others.
     Scenario s = parse_scenario(kRing, "mix");
-    for (const char* o : {"fabric.hosts=8", "workload.kind=mix", "workload.bytes=4194304", "workload.short_bytes=32768",
-                          "workload.short_flows=64", "workload.short_rate_per_us=1", "fabric.path_loss=0.01"})
-        override_scenario(s, o);
+    override_all(s, {"fabric.hosts=8", "workload.kind=mix", "workload.bytes=4194304", "workload.short_bytes=32768",
+                          "workload.short_flows=64", "workload.short_rate_per_us=1", "fabric.path_loss=0.01"});
     const RunResult m = run_scenario(s);
     override_scenario(s, "scenario.transport=roce");
     const RunResult r = run_scenario(s);
@@ -561,9 +561,7 @@ bytes = 1048576
 )";
     Scenario s = parse_scenario(kIncast, "red");
     const RunResult threshold = run_scenario(s);
-    override_scenario(s, "fabric.ecn_max_bytes=524288");
-    override_scenario(s, "fabric.ecn_min_bytes=16384");
-    override_scenario(s, "fabric.ecn_pmax=0.1");
+    override_all(s, {"fabric.ecn_max_bytes=524288", "fabric.ecn_min_bytes=16384", "fabric.ecn_pmax=0.1"});
     const RunResult ramp = run_scenario(s);
     REQUIRE(threshold.completed);
     REQUIRE(ramp.completed);
