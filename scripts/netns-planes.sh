@@ -86,6 +86,16 @@ set_rule() {  # set_rule P COMMENT RULE...: replaces the rule with that comment
     ip netns exec "${tag}r$p" nft replace rule inet mrplane planefwd handle "$h" "$@" comment "\"$comment\""
 }
 
+# ARP retries 1 s apart (the kernel's default retrans_time) would make a healed
+# plane's recovery a measure of the neighbour table: a request sent while the
+# link was down, or before the far end came up, is repeated only a second
+# later. The fabric's part of a heal is a few ms with 20 ms retries; what the
+# tests measure is the transport's. Per device: a namespace other than the
+# first has no neigh/default of its own.
+neigh_fast() {  # namespace
+    ip netns exec "$1" sh -c 'for f in /proc/sys/net/ipv4/neigh/*/retrans_time_ms; do echo 20 >"$f"; done'
+}
+
 case "$cmd" in
 up)
     planes=${3:?PLANES}
@@ -116,6 +126,8 @@ up)
         nft_router "$p"
     done
     for ((i = 0; i < hosts; i++)); do host_routes "$i" "$planes" "$hosts" | ip -n "${tag}h$i" -batch -; done
+    for ((i = 0; i < hosts; i++)); do neigh_fast "${tag}h$i"; done
+    for ((p = 0; p < planes; p++)); do neigh_fast "${tag}r$p"; done
     echo "$planes $hosts" >"/run/mroce-planes-$tag"
     ;;
 down)

@@ -7,7 +7,8 @@
 #         -> the same in build-ci-asan (ASan + UBSan) -> fuzz 60 s
 # Prints exactly one summary line "N passed, M failed" (meson tests of both
 # builds + the fuzz run; a failed configure or build counts as one failure)
-# and exits non-zero if anything failed.
+# and exits non-zero if anything failed. Above it: each failed test's last lines
+# and name (CI shows only the tail of what this prints).
 #
 # Environment: FUZZ_SECONDS (default 60), MESON_TEST_ARGS (extra meson test
 # args), SANITIZE=0 (skip the sanitizer build).
@@ -18,6 +19,8 @@ bdir=build-ci
 fuzz_secs="${FUZZ_SECONDS:-60}"
 passed=0
 failed=0
+failed_names=()  # "build-dir test:RESULT", listed again just above the summary (CI shows the tail)
+failed_tails=()  # files with the last lines of each failed test's output
 
 if ! bash scripts/setup.sh; then
   echo "run-tests.sh: setup failed" >&2
@@ -48,30 +51,41 @@ suite() {  # dir, meson test options...
   rm -f "$dir/meson-logs/testlog.json"
   # shellcheck disable=SC2086
   meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" ${MESON_TEST_ARGS:-}
-  local mrc=$? tok tbad
-  read -r tok tbad < <(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+  local mrc=$? tok tbad tnames
+  read -r tok tbad tnames < <(python3 - "$dir/meson-logs/testlog.json" "$dir/meson-logs/failed-tails.txt" <<'PY'
 import json, sys
 ok = bad = 0
+names = []
+tails = []
 try:
     with open(sys.argv[1]) as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
-            r = json.loads(line).get("result", "")
+            t = json.loads(line)
+            r = t.get("result", "")
             if r in ("OK", "EXPECTEDFAIL"):
                 ok += 1
             elif r == "SKIP":
                 pass
             else:  # FAIL, TIMEOUT, UNEXPECTEDPASS, ERROR, ...
                 bad += 1
+                names.append(f"{t.get('name', '?')}:{r}")
+                out = (t.get("stdout") or "").rstrip().splitlines()[-6:]
+                tails.append(f"--- {t.get('name', '?')} ({r}), its last lines:\n" + "\n".join(l[:300] for l in out))
 except FileNotFoundError:
     pass
-print(ok, bad)
+with open(sys.argv[2], "w") as f:
+    f.write("\n".join(tails) + ("\n" if tails else ""))
+print(ok, bad, " ".join(names))
 PY
 )
   passed=$((passed + tok))
   failed=$((failed + tbad))
+  local n
+  for n in $tnames; do failed_names+=("$dir $n"); done
+  failed_tails+=("$dir/meson-logs/failed-tails.txt")
   # meson failed without recording a failed test (e.g. no tests ran): count it.
   if (( mrc != 0 && tbad == 0 )); then failed=$((failed + 1)); fi
 }
@@ -104,5 +118,7 @@ else
   failed=$((failed + 1))
 fi
 
+for f in "${failed_tails[@]}"; do cat "$f" 2>/dev/null; done
+for n in "${failed_names[@]}"; do echo "run-tests.sh: failed: $n"; done
 echo "$passed passed, $failed failed"
 (( failed == 0 ))
