@@ -567,8 +567,8 @@ int memif_side(bool server, const std::string& sock, uint32_t payload, double se
         }
         for (rte_mbuf* m : frames) rte_pktmbuf_free(m);
     }
-    rte_eth_dev_stop(port);
-    rte_eth_dev_close(port);
+    // memif: closed on the interrupt thread, not beside the peer's disconnect handler there.
+    close_port_on_interrupt_thread(port, true);
     rte_mempool_free(pool);
     eal_cleanup();
     return 0;

@@ -17,6 +17,8 @@
 #include <rte_mempool.h>
 #include <rte_udp.h>
 
+#include "mroce/dpdk/intr_thread.hpp"
+
 namespace mroce::dpdk {
 namespace {
 
@@ -281,11 +283,42 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
     }
 }
 
+namespace {
+
+struct PortClose {
+    uint16_t port_id;
+    bool started;
+};
+
+void stop_and_close(void* arg) {
+    const auto* c = static_cast<const PortClose*>(arg);
+    if (c->started) rte_eth_dev_stop(c->port_id);
+    // Closing releases the queues, and with them the RX mbufs a NIC keeps posted.
+    rte_eth_dev_close(c->port_id);
+}
+
+}  // namespace
+
+void close_port_on_interrupt_thread(uint16_t port_id, bool started) noexcept {
+    // Why the interrupt thread: a PMD's control path runs there (memif's
+    // control channel: the peer's DISCONNECT, or its closed socket, makes
+    // memif_intr_handler call memif_disconnect(dev), which frees the
+    // device's regions through its private data). DPDK 22.11's memif stop
+    // does not wait for a handler that is running: rte_intr_callback_unregister
+    // answers -EAGAIN, memif defers the unregistration and returns, and
+    // rte_eth_dev_close then frees process_private and dev_private under the
+    // running handler (a SIGSEGV in rte_free on eal-intr-thread at process
+    // end: doc/architecture.md section 2, the DPDK row). That thread runs
+    // one callback at a time: a stop and close made there cannot overlap
+    // any of them, and leave none of the port's callbacks registered (none
+    // is running, so each is unregistered at once).
+    PortClose c{port_id, started};
+    run_on_interrupt_thread(stop_and_close, &c);
+}
+
 DpdkPort::~DpdkPort() {
     for (uint16_t q = 0; q < rxq_.size(); ++q) rx_release(q);
-    if (started_) rte_eth_dev_stop(cfg_.port_id);
-    // Closing releases the queues, and with them the RX mbufs a NIC keeps posted.
-    rte_eth_dev_close(cfg_.port_id);
+    close_port_on_interrupt_thread(cfg_.port_id, started_);
     const PoolUsage u = pool_usage();
     if (u.hdr || u.ext) {
         // Our TX frames are still referenced elsewhere (the peer's RX ring with

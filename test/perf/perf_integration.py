@@ -359,7 +359,11 @@ def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
         except FileNotFoundError:
             pass
     if crc != 0 or src != 0:
-        fail(f"exit codes client {crc} server {src}; client: {cerr[-1500:]} server: {serr[-1500:]}")
+        # A negative code is the signal that ended the process (after its report, at exit).
+        why = "; ".join(f"{who} killed by {signal.Signals(-rc).name}" for who, rc in (("client", crc), ("server", src))
+                        if rc < 0)
+        fail(f"exit codes client {crc} server {src}{' (' + why + ')' if why else ''}; "
+             f"client: {cerr[-1500:]} server: {serr[-1500:]}")
     want_s = "mroce dpdk: lcores auto: lcore 0 cpu " if pipeline == "none" else "mroce dpdk: lcores from configuration"
     for who, err, want in (("client", cerr, "mroce dpdk: lcores from configuration"), ("server", serr, want_s)):
         if want not in err:

@@ -161,6 +161,12 @@ struct PoolUsage {
 void set_link_cut(uint16_t port_id, bool cut) noexcept;
 bool link_cut(uint16_t port_id) noexcept;
 
+// Stops (when started) and closes ethdev port_id on the EAL interrupt thread,
+// waiting until it is done, so that the close cannot overlap a callback of
+// the PMD's own there (memif's control channel: see port.cpp). ~DpdkPort
+// closes its port this way; a program that closes a port of its own should too.
+void close_port_on_interrupt_thread(uint16_t port_id, bool started) noexcept;
+
 class DpdkPort {
 public:
     // Configures, sets up the queues and starts the port; throws DpdkError.
