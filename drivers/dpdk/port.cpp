@@ -308,7 +308,7 @@ void close_port_on_interrupt_thread(uint16_t port_id, bool started) noexcept {
     // answers -EAGAIN, memif defers the unregistration and returns, and
     // rte_eth_dev_close then frees process_private and dev_private under the
     // running handler (a SIGSEGV in rte_free on eal-intr-thread at process
-    // end: doc/architecture.md section 2, the DPDK row). That thread runs
+    // end: doc/architecture.md section 1, the DPDK driver row). That thread runs
     // one callback at a time: a stop and close made there cannot overlap
     // any of them, and leave none of the port's callbacks registered (none
     // is running, so each is unregistered at once).

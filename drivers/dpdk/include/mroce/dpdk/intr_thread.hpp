@@ -4,7 +4,7 @@
 // Work run on the EAL interrupt thread (eal-intr-thread), where the PMDs'
 // control callbacks run one at a time (memif's control channel, link state).
 // Used to close ports there (close_port_on_interrupt_thread in port.hpp):
-// see doc/architecture.md section 2, the DPDK row.
+// see doc/architecture.md section 1, the DPDK driver row.
 #pragma once
 
 namespace mroce::dpdk {

@@ -171,9 +171,10 @@ class DpdkPort {
 public:
     // Configures, sets up the queues and starts the port; throws DpdkError.
     explicit DpdkPort(const PortConfig& cfg);
-    // Stops the port and frees the pools. Every mbuf of this port must be back
-    // in its pool by then: with net_ring the peer port holds our TX mbufs
-    // until it has received and released them.
+    // Stops and closes the port (on the EAL interrupt thread:
+    // close_port_on_interrupt_thread) and frees the pools. Every mbuf of this
+    // port must be back in its pool by then: with net_ring the peer port holds
+    // our TX mbufs until it has received and released them.
     ~DpdkPort();
     DpdkPort(const DpdkPort&) = delete;
     DpdkPort& operator=(const DpdkPort&) = delete;
