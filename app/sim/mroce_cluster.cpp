@@ -156,11 +156,13 @@ public:
                      failed = 0;
         };
         std::vector<Sum> per_path;
-        uint64_t tx = 0, retx = 0, red = 0;
+        uint64_t tx = 0, retx = 0, red = 0, ack_copies = 0;
         for (const Conn& c : conns_) {
             const Engine& e = nodes_[c.src]->eng;
             ConnStats st;
             e.conn_stats(c.conn, st);
+            ConnStats rst;  // the receiving end: its ACKs
+            if (nodes_[c.dst]->eng.conn_stats(c.remote, rst) == Status::ok) ack_copies += rst.ack_copies;
             tx += st.tx_data_packets;
             retx += st.retransmits;
             red += st.redundant;
@@ -195,7 +197,7 @@ public:
                      std::to_string(x.rerouted) + ", \"failed_at_end\": " + std::to_string(x.failed) + "}";
         }
         return "\"data_packets\": " + std::to_string(tx) + ", \"resent_packets\": " + std::to_string(retx) +
-               ", \"redundant_packets\": " + std::to_string(red) +
+               ", \"redundant_packets\": " + std::to_string(red) + ", \"ack_copies\": " + std::to_string(ack_copies) +
                ", \"sack_losses\": " + std::to_string(all.losses) + ", \"timeouts\": " + std::to_string(all.timeouts) +
                ", \"failed_ops\": " + std::to_string(failed_) + ",\n  \"paths\": [" + paths + "]";
     }

@@ -776,7 +776,7 @@ struct Engine::Impl {
     // tx
     size_t tx(TxPacket* out, size_t max, Time now, bool acks = true);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
-    bool emit_ack(Conn& c, uint16_t path, TxPacket& o);
+    size_t emit_ack(Conn& c, uint16_t path, TxPacket* out, size_t room);
     void plan_paths(Conn& c, Time now);
     [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);

@@ -90,6 +90,7 @@ struct RxPath {
     bool ack_pending = false;
     bool ack_ce = false;
     bool ack_now = false;        // R-ACK-1: a gap, CE, duplicate or message end: ack at once
+    bool hole_news = false;      // R-TIMER-10 (c): a hole appeared since the last ACK
     uint64_t first_pending = 0;  // when the oldest unacked packet arrived (ack_delay)
     uint64_t rx_packets = 0;
     uint64_t rx_ce = 0;

@@ -191,8 +191,8 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         }
         if (c->acks_pending && acks) {
             for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
-                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now) && emit_ack(*c, pi, out[n]))
-                    ++n;
+                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now))
+                    n += emit_ack(*c, pi, out + n, max - n);
         }
         if (!wants_tx(*c)) {
             c->in_ready = false;
@@ -334,7 +334,11 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
     return true;
 }
 
-bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
+// R-ACK-3; R-TIMER-10 (c): with redundancy on, an ACK that shows a hole is
+// sent twice, the second on another live path's route. Returns the packets
+// written (room: at least 1).
+size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) {
+    TxPacket& o = out[0];
     RxPath& rp = c.rx_paths[pi];
     wire::CommonHeader h;
     h.src_conn = c.id;
@@ -350,14 +354,31 @@ bool Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket& o) {
     a.ack_flags = rp.ack_ce ? wire::kAckCe : 0;
     for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
     const size_t hl = wire::encode_ack({o.hdr, sizeof o.hdr}, h, a);
+    const bool news = rp.hole_news;
+    rp.hole_news = false;
     rp.ack_pending = false;
     rp.ack_ce = false;
     rp.ack_now = false;
     rp.ce_pending = rp.rx_pending = 0;
     --c.acks_pending;
     // R-PLANE-3: on the acknowledged path's plane (our path of that index) while it is live.
-    fill_tx(o, c, live_path(c, uint16_t(pi % c.paths.size())), hl);
-    return true;
+    const uint16_t route = live_path(c, uint16_t(pi % c.paths.size()));
+    fill_tx(o, c, route, hl);
+    // R-TIMER-10 (c): a new hole is a loss the sender learns of from this
+    // ACK; lost, the news would wait for the path's next ACK, and at a
+    // flight's tail there is none before the tail-loss probe. The copy counts
+    // no CE mark and no packet twice.
+    if (!news || !c.red || room < 2) return 1;
+    const uint16_t other = live_path(c, uint16_t((route + 1) % c.paths.size()));
+    if (other == route) return 1;  // one live route: the copy would share the original's fate
+    a.ce_count = 0;
+    a.rx_count = 0;
+    a.ack_flags = 0;
+    TxPacket& d = out[1];
+    const size_t dl = wire::encode_ack({d.hdr, sizeof d.hdr}, h, a);
+    fill_tx(d, c, other, dl);
+    ++c.st.ack_copies;
+    return 2;
 }
 
 // R-SCHED-1..3, once per burst: each path's eligibility as a packet budget

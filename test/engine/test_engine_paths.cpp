@@ -982,3 +982,91 @@ TEST_CASE("with the key off a lost last packet waits for its probe (R-TIMER-8, R
     CHECK(cs.redundant == 0);
     p.link->finish_placements(true);
 }
+
+TEST_CASE("an ACK that shows a new hole goes twice, on two routes, counting nothing twice (R-TIMER-10)",
+          "[engine][redundancy]") {
+    const bool on = GENERATE(false, true);
+    INFO("tail_redundancy " << on);
+    Pair p(redundancy_cfg(on));
+    p.link->ce = 1.0;  // every ECN-capable packet marked: a CE count sent twice would show
+    p.stream(5);
+    const size_t kLen = 16 * 65536;
+    WriteBuffers wb(p, kLen, 16);
+    uint64_t fresh = 0;
+    struct Ack {
+        uint16_t path_id, route;
+        uint32_t cum_psn;
+        uint64_t sack[4];
+        uint16_t ce, rx;
+        uint8_t flags;
+        bool hole() const { return (sack[0] | sack[1] | sack[2] | sack[3]) != 0; }
+        bool same(const Ack& o) const {
+            return path_id == o.path_id && cum_psn == o.cum_psn && std::memcmp(sack, o.sack, sizeof sack) == 0;
+        }
+    };
+    std::vector<Ack> acks;  // B's ACKs, in send order
+    p.link->drop_if = [&](int side, const TxPacket& t) {
+        if (side == 0 && is_data(t) && !retransmit_flag(t)) return ++fresh % 7 == 0;  // holes
+        if (side == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack)) {
+            wire::Packet pk;
+            REQUIRE(wire::decode({t.hdr, t.hdr_len}, pk) == wire::DecodeError::ok);
+            Ack a{pk.common.path_id, t.path, pk.ack.cum_psn, {}, pk.ack.ce_count, pk.ack.rx_count, pk.ack.ack_flags};
+            std::memcpy(a.sack, pk.ack.sack, sizeof a.sack);
+            acks.push_back(a);
+        }
+        return false;
+    };
+    p.post_writes(5, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 16, 65536);
+    auto got = p.wait(*p.a, p.cqa, 16);
+    REQUIRE(got.size() == 16);
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    CHECK(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    p.link->run([] { return false; }, 500'000);  // every ACK out and in
+    // A copy follows its original at once: same path and contents, another
+    // route, no CE mark, no packet count, no flag. The first ACK of a path to
+    // show a hole at its cum_psn (news: a new hole) is always copied.
+    uint64_t copies = 0, news = 0, news_copied = 0;
+    std::vector<const Ack*> last(4, nullptr);  // each path's previous original
+    for (size_t i = 0; i < acks.size(); ++i) {
+        const Ack& o = acks[i];
+        REQUIRE(o.path_id < 4);
+        const bool copied = i + 1 < acks.size() && acks[i + 1].same(o) && acks[i + 1].rx == 0 && o.rx != 0;
+        const Ack* prev = last[o.path_id];
+        const bool is_news = o.hole() && (!prev || !prev->hole() || prev->cum_psn != o.cum_psn);
+        news += is_news;
+        if (copied) {
+            const Ack& d = acks[i + 1];
+            INFO("ack " << i << " path " << o.path_id);
+            CHECK(o.hole());
+            CHECK(d.route != o.route);
+            CHECK(d.ce == 0);
+            CHECK(d.flags == 0);
+            ++copies;
+            news_copied += is_news;
+            ++i;
+        }
+        last[o.path_id] = &o;
+    }
+    ConnStats bs;
+    REQUIRE(p.b->conn_stats(p.cb, bs) == Status::ok);
+    INFO("ACKs " << acks.size() << ", new holes " << news << ", copies " << copies);
+    CHECK(news > 0);
+    CHECK(bs.ack_copies == copies);
+    if (on) {
+        CHECK(news_copied == news);
+    } else {
+        CHECK(copies == 0);
+    }
+    // The sender counted every CE mark once: what B accepted marked is what A heard.
+    uint64_t heard = 0, marked = 0;
+    for (uint16_t pi = 0; pi < 4; ++pi) {
+        PathStats as, bps;
+        REQUIRE(p.a->path_stats(p.ca, pi, as) == Status::ok);
+        REQUIRE(p.b->path_stats(p.cb, pi, bps) == Status::ok);
+        heard += as.ce_marks;
+        marked += bps.rx_ce;
+    }
+    CHECK(marked > 0);
+    CHECK(heard == marked);
+    p.link->finish_placements(true);
+}

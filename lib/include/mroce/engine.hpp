@@ -215,6 +215,7 @@ struct ConnStats {
     uint64_t rx_payload_bytes = 0;
     uint64_t retransmits = 0;
     uint64_t redundant = 0;       // redundant copies sent: of resends, and idle-time copies (R-TIMER-10)
+    uint64_t ack_copies = 0;      // ACKs showing a hole sent a second time on another route (R-TIMER-10)
     uint64_t duplicates = 0;      // received CSNs already seen (R-CSN-3)
     uint64_t naks_sent = 0;
     uint64_t naks_received = 0;
