@@ -717,6 +717,7 @@ struct Engine::Impl {
 
     // rx
     [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
+    [[gnu::noinline]] bool rx_other(const RxPacket& p, Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);

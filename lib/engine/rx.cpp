@@ -37,40 +37,89 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     wire::Packet& pk = rx_pk;
-    // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
-    const wire::DecodeError e = rp.len2 == 0 ? wire::decode_data({rp.data, rp.len}, pk)
-                                             : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
-    if (e != wire::DecodeError::ok) [[unlikely]] {
-        count_decode_error(e);
-        return;
+    const uint8_t* const p = rp.data;
+    uint32_t dst, src;
+    // What nearly every datagram is, a whole DATA packet in one buffer: its
+    // common header read straight from the wire into registers, with
+    // decode_data's checks in its order and the same result (issue 24). Of
+    // the common header only path_id is stored (rx_data and nak() read it):
+    // the engine reads nothing else of a data packet's once its connection
+    // is found. Anything else: rx_other.
+    if (rp.len2 == 0 && rp.len >= wire::kDataLen && p[0] == wire::kVersion &&
+        p[1] == uint8_t(PacketType::data)) [[likely]] {
+        dst = wire::detail::get32(p + 4);
+        src = wire::detail::get32(p + 8);
+        wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
+        if (dst != 0 && src != 0) [[likely]]
+            e = wire::detail::decode_data_fields(p, rp.len, pk.data);
+        if (e != wire::DecodeError::ok) [[unlikely]] {
+            count_decode_error(e);
+            return;
+        }
+        pk.common.path_id = wire::detail::get16(p + 12);
+        pk.payload = {p + wire::kDataLen, pk.data.payload_len};
+        pk.payload_tail = {};
+    } else {
+        if (!rx_other(rp, now)) return;
+        dst = pk.common.dst_conn;  // a data packet in two spans, decoded whole
+        src = pk.common.src_conn;
     }
-    const PacketType t = pk.common.type;
-    if (t == PacketType::connect_req) [[unlikely]] {
-        rx_connect_req(pk, rp.peer, now);
-        return;
-    }
-    Conn* c = conn(pk.common.dst_conn);
+    Conn* c = conn(dst);
     if (!c) [[unlikely]] {
         ++st.rx_unknown_conn;  // R-ERR-2
         return;
     }
     wake(*c);
+    // R-ERR-2: a packet must come from the connection's peer endpoint (and
+    // data only on a connection neither connecting nor closed).
+    if (src != c->remote_conn || (c->state != ConnState::established && c->state != ConnState::closing))
+        [[unlikely]] {
+        ++st.rx_unknown_conn;
+        return;
+    }
+    c->last_rx = now;
+    rx_data(*c, pk, rp.ce != 0, now);
+}
+
+// Every datagram but a whole DATA packet in one buffer, out of line so that
+// the data path carries none of its register saves: decoded, and handled
+// here unless it is a DATA packet (in two spans), for which it returns true
+// and rx_one goes on.
+bool Engine::Impl::rx_other(const RxPacket& rp, Time now) {
+    wire::Packet& pk = rx_pk;
+    // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
+    const wire::DecodeError e = rp.len2 == 0 ? wire::decode({rp.data, rp.len}, pk)
+                                             : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
+    if (e != wire::DecodeError::ok) [[unlikely]] {
+        count_decode_error(e);
+        return false;
+    }
+    const PacketType t = pk.common.type;
+    if (t == PacketType::data) return true;
+    if (t == PacketType::connect_req) [[unlikely]] {
+        rx_connect_req(pk, rp.peer, now);
+        return false;
+    }
+    Conn* c = conn(pk.common.dst_conn);
+    if (!c) [[unlikely]] {
+        ++st.rx_unknown_conn;  // R-ERR-2
+        return false;
+    }
+    wake(*c);
     if (c->state == ConnState::connecting) [[unlikely]] {
         if (t == PacketType::connect_ack) rx_connect_ack(*c, pk, now);
         else ++st.rx_unknown_conn;
-        return;
+        return false;
     }
     // R-ERR-2: a packet must come from the connection's peer endpoint.
     if (pk.common.src_conn != c->remote_conn ||
         (c->state != ConnState::established && c->state != ConnState::closing)) [[unlikely]] {
         ++st.rx_unknown_conn;
-        return;
+        return false;
     }
     c->last_rx = now;
-    // Data first and alone: the rest is out of line, so the path every data
-    // packet takes carries none of their register saves.
-    if (t == PacketType::data) [[likely]] rx_data(*c, pk, rp.ce != 0, now);
-    else rx_control(*c, pk, now);
+    rx_control(*c, pk, now);
+    return false;
 }
 
 // R-ERR-1: undecodable datagrams are dropped and counted by cause.
