@@ -368,6 +368,7 @@ struct Conn {
     // packet handed to the driver may point into it (an atomic response's
     // inline value).
     std::vector<TxPkt> txpkts;
+    uint32_t txmask = 0;           // txpkts.size() - 1, kept beside it (no division by sizeof(TxPkt) per use)
     struct RetiredTx {
         uint32_t until_csn;        // csn_nxt when replaced: its records are all below
         std::vector<TxPkt> recs;

@@ -1016,7 +1016,7 @@ void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
 // ---------------- acks (sender side) ----------------
 
 void Engine::Impl::delivered(Conn& c, uint32_t csn) {
-    TxPkt& t = c.txpkts[csn & (c.txpkts.size() - 1)];
+    TxPkt& t = c.txpkts[csn & c.txmask];
     if (t.csn != csn || t.state == CsnState::free || t.state == CsnState::delivered) return;
     t.state = CsnState::delivered;
     if (t.is_request) {
@@ -1041,7 +1041,7 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
 }
 
 void Engine::Impl::advance_csn_una(Conn& c) {
-    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    const uint32_t mask = c.txmask;
     // Locals: the state stores below could alias the connection's fields for the compiler.
     TxPkt* const tp = c.txpkts.data();
     const uint32_t nxt = c.csn_nxt;

@@ -437,6 +437,7 @@ void Engine::Impl::grow_txpkts(Conn& c) {
     const uint32_t om = old_size - 1, nm = size - 1;
     for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) recs[csn & nm] = c.txpkts[csn & om];
     c.txpkts.swap(recs);
+    c.txmask = nm;
     c.tx_retired.push_back(Conn::RetiredTx{c.csn_nxt, std::move(recs)});
     // The queues of CSNs are bounded by the records (R-NAK-10: twice for retx).
     c.retx.reserve(2 * size);
