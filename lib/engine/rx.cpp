@@ -49,6 +49,8 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         p[1] == uint8_t(PacketType::data)) [[likely]] {
         dst = wire::detail::get32(p + 4);
         src = wire::detail::get32(p + 8);
+        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce != 0, now)) [[likely]]
+            return;
         wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
         if (dst != 0 && src != 0) [[likely]]
             e = wire::detail::decode_data_fields(p, rp.len, pk.data);
@@ -79,6 +81,72 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     }
     c->last_rx = now;
     rx_data(*c, pk, rp.ce != 0, now);
+}
+
+// A whole WRITE in one packet, fresh on its path and on the connection, next
+// in its stream's order (issue 24): the steps rx_one, rx_data and
+// place_next_write take for it, in their order, straight from the wire
+// bytes (nothing decoded into rx_pk and read back). Entered only where
+// decode_data would succeed with these fields (R-WIRE-5, R-WIRE-6, R-WIRE-7,
+// R-PATH-5) and every later check passes as it would there. False: not
+// such a packet, or a check that fails; rx_one then takes the general steps
+// from the start, which decide it. What it changed by then the general steps
+// repeat to the same effect: wake, last_rx, apply_floor (a no-op the second
+// time).
+bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, bool ce, Time now) {
+    using wire::detail::get16;
+    using wire::detail::get32;
+    using wire::detail::get64;
+    const uint32_t plen = get16(p + 26);
+    // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
+    // exactly the datagram after the header; a void packet places nothing.
+    if (plen != get32(p + 36) || get32(p + 40) != 0 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
+        (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
+        return false;
+    const uint64_t raddr = get64(p + 48);
+    const uint32_t psn = get32(p + 16), csn = get32(p + 20), floor = get32(p + 68);
+    if (raddr + plen < raddr || wire::seq_lt(psn, floor)) return false;
+    Conn* cp = conn(dst);
+    if (!cp) [[unlikely]] return false;
+    Conn& c = *cp;
+    wake(c);
+    if (src != c.remote_conn || (c.state != ConnState::established && c.state != ConnState::closing)) [[unlikely]]
+        return false;
+    c.last_rx = now;
+    const uint16_t pi = get16(p + 12);
+    if (pi >= c.peer_paths || cfg.deferred_placement) [[unlikely]] return false;
+    RxPath& rp = c.rx_paths[pi];
+    rp.sack.apply_floor(floor);
+    if (rp.sack.classify(psn) != SackBitmap::Result::fresh || c.rx_csn.classify(csn) != CsnWindow::Result::fresh)
+        [[unlikely]]
+        return false;
+    // place_next_write's steps.
+    uint32_t sidx = 0;
+    Stream* sp = c.find_stream(get32(p + 28), &sidx);
+    const uint32_t msg_seq = get32(p + 32);
+    if (!sp || sp->error || msg_seq != sp->rx_next || sp->rx[msg_seq & sp->rx_mask].active) [[unlikely]]
+        return false;
+    Stream& s = *sp;
+    uint8_t* to = nullptr;
+    Syndrome syn{};
+    if (!mrs.check_remote(get32(p + 44), s.pd, kAccessRemoteWrite, raddr, plen, &to, syn)) [[unlikely]]
+        return false;
+    if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
+    ++s.rx_next;
+    if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
+    c.rx_csn.mark(csn);
+    PendRec r;
+    r.csn = csn;
+    r.psn = psn;
+    r.ts = get32(p + 64);
+    r.plen = plen;
+    r.path = pi;
+    r.ce = ce;
+    r.psn_fresh = true;
+    r.accepted = true;
+    r.ack_now = true;  // a whole message ends its message (R-ACK-1)
+    rx_accounted(c, rp, r, now, false);
+    return true;
 }
 
 // Every datagram but a whole DATA packet in one buffer, out of line so that

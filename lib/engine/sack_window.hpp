@@ -50,7 +50,7 @@ struct SackBitmap {
         return (bits[i >> 6] >> (i & 63)) & 1 ? Result::duplicate : Result::fresh;
     }
     // Records a PSN that classify() called fresh.
-    void mark(uint32_t psn) noexcept {
+    [[gnu::always_inline]] void mark(uint32_t psn) noexcept {
         if (psn == cum) {
             ++cum;
             if (!has_gap()) return;  // the common in-order case: nothing to fold
