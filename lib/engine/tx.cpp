@@ -692,8 +692,10 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     wire::detail::put_common(common,
                              wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
     while (n < max && !c.jobs.empty()) {
-        const TxJob job = c.jobs.front();
-        if (job.kind != JobKind::request) break;
+        // The job's fields read where they lie (no copy through the stack).
+        const TxJob& jr = c.jobs.front();
+        if (jr.kind != JobKind::request) break;
+        const TxJob job{jr.stream_idx, jr.slot, JobKind::request};
         Stream& s = c.streams[job.stream_idx];
         SendWqe& w = s.sq[job.slot];
         if (w.npkts != 1 || w.next_seg != 0 || !w.active || w.done || s.error || w.gather ||
