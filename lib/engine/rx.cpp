@@ -131,9 +131,7 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     Syndrome syn{};
     if (!mrs.check_remote(get32(p + 44), s.pd, kAccessRemoteWrite, raddr, plen, &to, syn)) [[unlikely]]
         return false;
-    if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
     ++s.rx_next;
-    if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
     c.rx_csn.mark(csn);
     PendRec r;
     r.csn = csn;
@@ -146,6 +144,13 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     r.accepted = true;
     r.ack_now = true;  // a whole message ends its message (R-ACK-1)
     rx_accounted(c, rp, r, now, false);
+    // The bytes after the bookkeeping, which neither reads them nor depends
+    // on them (fewer registers kept across the call), and before the later
+    // messages waiting for this one are executed (an atomic among them reads
+    // what this WRITE wrote, R-CMPL-3); the ACK that reports them leaves
+    // after this returns (R-ACK-8).
+    if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
+    if (s.rx[s.rx_next & s.rx_mask].active) [[unlikely]] advance_rx(c, s, sidx);  // later messages waiting for it
     return true;
 }
 
