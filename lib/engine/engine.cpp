@@ -337,6 +337,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
     c->csn_limit = cfg.csn_window;
     // Sized to need (issue 22): grown with the CSNs in flight (grow_txpkts).
     c->txpkts.resize(std::min(cfg.csn_window, kTxRecordsStart));
+    c->txmask = uint32_t(c->txpkts.size() - 1);
     // A CSN back from an RNR wait may meet its own stale entry still queued.
     c->retx.reserve(2 * uint32_t(c->txpkts.size()));
     if (cfg.tail_redundancy) c->red_retx.reserve(2 * uint32_t(c->txpkts.size()));

@@ -368,6 +368,7 @@ struct Conn {
     // packet handed to the driver may point into it (an atomic response's
     // inline value).
     std::vector<TxPkt> txpkts;
+    uint32_t txmask = 0;           // txpkts.size() - 1, kept beside it (no division by sizeof(TxPkt) per use)
     struct RetiredTx {
         uint32_t until_csn;        // csn_nxt when replaced: its records are all below
         std::vector<TxPkt> recs;
@@ -717,6 +718,9 @@ struct Engine::Impl {
 
     // rx
     [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
+    [[gnu::noinline]] bool rx_other(const RxPacket& p, Time now);
+    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, bool ce,
+                                                      Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);

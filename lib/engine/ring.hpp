@@ -28,7 +28,7 @@ public:
         tail_ = n;
     }
     bool push(const T& v) {
-        if (size() == buf_.size()) return false;
+        if (size() > mask_) return false;  // full (mask_ + 1 == buf_.size(): no division by sizeof(T))
         buf_[tail_++ & mask_] = v;
         return true;
     }

@@ -37,40 +37,162 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     wire::Packet& pk = rx_pk;
-    // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
-    const wire::DecodeError e = rp.len2 == 0 ? wire::decode_data({rp.data, rp.len}, pk)
-                                             : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
-    if (e != wire::DecodeError::ok) [[unlikely]] {
-        count_decode_error(e);
-        return;
+    const uint8_t* const p = rp.data;
+    uint32_t dst, src;
+    // What nearly every datagram is, a whole DATA packet in one buffer: its
+    // common header read straight from the wire into registers, with
+    // decode_data's checks in its order and the same result (issue 24). Of
+    // the common header only path_id is stored (rx_data and nak() read it):
+    // the engine reads nothing else of a data packet's once its connection
+    // is found. Anything else: rx_other.
+    if (rp.len2 == 0 && rp.len >= wire::kDataLen && p[0] == wire::kVersion &&
+        p[1] == uint8_t(PacketType::data)) [[likely]] {
+        dst = wire::detail::get32(p + 4);
+        src = wire::detail::get32(p + 8);
+        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce != 0, now)) [[likely]]
+            return;
+        wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
+        if (dst != 0 && src != 0) [[likely]]
+            e = wire::detail::decode_data_fields(p, rp.len, pk.data);
+        if (e != wire::DecodeError::ok) [[unlikely]] {
+            count_decode_error(e);
+            return;
+        }
+        pk.common.path_id = wire::detail::get16(p + 12);
+        pk.payload = {p + wire::kDataLen, pk.data.payload_len};
+        pk.payload_tail = {};
+    } else {
+        if (!rx_other(rp, now)) return;
+        dst = pk.common.dst_conn;  // a data packet in two spans, decoded whole
+        src = pk.common.src_conn;
     }
-    const PacketType t = pk.common.type;
-    if (t == PacketType::connect_req) [[unlikely]] {
-        rx_connect_req(pk, rp.peer, now);
-        return;
-    }
-    Conn* c = conn(pk.common.dst_conn);
+    Conn* c = conn(dst);
     if (!c) [[unlikely]] {
         ++st.rx_unknown_conn;  // R-ERR-2
         return;
     }
     wake(*c);
+    // R-ERR-2: a packet must come from the connection's peer endpoint (and
+    // data only on a connection neither connecting nor closed).
+    if (src != c->remote_conn || (c->state != ConnState::established && c->state != ConnState::closing))
+        [[unlikely]] {
+        ++st.rx_unknown_conn;
+        return;
+    }
+    c->last_rx = now;
+    rx_data(*c, pk, rp.ce != 0, now);
+}
+
+// A whole WRITE in one packet, fresh on its path and on the connection, next
+// in its stream's order (issue 24): the steps rx_one, rx_data and
+// place_next_write take for it, in their order, straight from the wire
+// bytes (nothing decoded into rx_pk and read back). Entered only where
+// decode_data would succeed with these fields (R-WIRE-5, R-WIRE-6, R-WIRE-7,
+// R-PATH-5) and every later check passes as it would there. False: not
+// such a packet, or a check that fails; rx_one then takes the general steps
+// from the start, which decide it. What it changed by then the general steps
+// repeat to the same effect: wake, last_rx, apply_floor (a no-op the second
+// time).
+bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, bool ce, Time now) {
+    using wire::detail::get16;
+    using wire::detail::get32;
+    using wire::detail::get64;
+    const uint32_t plen = get16(p + 26);
+    // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
+    // exactly the datagram after the header; a void packet places nothing.
+    if (plen != get32(p + 36) || get32(p + 40) != 0 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
+        (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
+        return false;
+    const uint64_t raddr = get64(p + 48);
+    const uint32_t psn = get32(p + 16), csn = get32(p + 20), floor = get32(p + 68);
+    if (raddr + plen < raddr || wire::seq_lt(psn, floor)) return false;
+    Conn* cp = conn(dst);
+    if (!cp) [[unlikely]] return false;
+    Conn& c = *cp;
+    wake(c);
+    if (src != c.remote_conn || (c.state != ConnState::established && c.state != ConnState::closing)) [[unlikely]]
+        return false;
+    c.last_rx = now;
+    const uint16_t pi = get16(p + 12);
+    if (pi >= c.peer_paths || cfg.deferred_placement) [[unlikely]] return false;
+    RxPath& rp = c.rx_paths[pi];
+    rp.sack.apply_floor(floor);
+    if (rp.sack.classify(psn) != SackBitmap::Result::fresh || c.rx_csn.classify(csn) != CsnWindow::Result::fresh)
+        [[unlikely]]
+        return false;
+    // place_next_write's steps.
+    uint32_t sidx = 0;
+    Stream* sp = c.find_stream(get32(p + 28), &sidx);
+    const uint32_t msg_seq = get32(p + 32);
+    if (!sp || sp->error || msg_seq != sp->rx_next || sp->rx[msg_seq & sp->rx_mask].active) [[unlikely]]
+        return false;
+    Stream& s = *sp;
+    uint8_t* to = nullptr;
+    Syndrome syn{};
+    if (!mrs.check_remote(get32(p + 44), s.pd, kAccessRemoteWrite, raddr, plen, &to, syn)) [[unlikely]]
+        return false;
+    ++s.rx_next;
+    c.rx_csn.mark(csn);
+    PendRec r;
+    r.csn = csn;
+    r.psn = psn;
+    r.ts = get32(p + 64);
+    r.plen = plen;
+    r.path = pi;
+    r.ce = ce;
+    r.psn_fresh = true;
+    r.accepted = true;
+    r.ack_now = true;  // a whole message ends its message (R-ACK-1)
+    rx_accounted(c, rp, r, now, false);
+    // The bytes after the bookkeeping, which neither reads them nor depends
+    // on them (fewer registers kept across the call), and before the later
+    // messages waiting for this one are executed (an atomic among them reads
+    // what this WRITE wrote, R-CMPL-3); the ACK that reports them leaves
+    // after this returns (R-ACK-8).
+    if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
+    if (s.rx[s.rx_next & s.rx_mask].active) [[unlikely]] advance_rx(c, s, sidx);  // later messages waiting for it
+    return true;
+}
+
+// Every datagram but a whole DATA packet in one buffer, out of line so that
+// the data path carries none of its register saves: decoded, and handled
+// here unless it is a DATA packet (in two spans), for which it returns true
+// and rx_one goes on.
+bool Engine::Impl::rx_other(const RxPacket& rp, Time now) {
+    wire::Packet& pk = rx_pk;
+    // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
+    const wire::DecodeError e = rp.len2 == 0 ? wire::decode({rp.data, rp.len}, pk)
+                                             : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
+    if (e != wire::DecodeError::ok) [[unlikely]] {
+        count_decode_error(e);
+        return false;
+    }
+    const PacketType t = pk.common.type;
+    if (t == PacketType::data) return true;
+    if (t == PacketType::connect_req) [[unlikely]] {
+        rx_connect_req(pk, rp.peer, now);
+        return false;
+    }
+    Conn* c = conn(pk.common.dst_conn);
+    if (!c) [[unlikely]] {
+        ++st.rx_unknown_conn;  // R-ERR-2
+        return false;
+    }
+    wake(*c);
     if (c->state == ConnState::connecting) [[unlikely]] {
         if (t == PacketType::connect_ack) rx_connect_ack(*c, pk, now);
         else ++st.rx_unknown_conn;
-        return;
+        return false;
     }
     // R-ERR-2: a packet must come from the connection's peer endpoint.
     if (pk.common.src_conn != c->remote_conn ||
         (c->state != ConnState::established && c->state != ConnState::closing)) [[unlikely]] {
         ++st.rx_unknown_conn;
-        return;
+        return false;
     }
     c->last_rx = now;
-    // Data first and alone: the rest is out of line, so the path every data
-    // packet takes carries none of their register saves.
-    if (t == PacketType::data) [[likely]] rx_data(*c, pk, rp.ce != 0, now);
-    else rx_control(*c, pk, now);
+    rx_control(*c, pk, now);
+    return false;
 }
 
 // R-ERR-1: undecodable datagrams are dropped and counted by cause.
@@ -971,7 +1093,7 @@ void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
 // ---------------- acks (sender side) ----------------
 
 void Engine::Impl::delivered(Conn& c, uint32_t csn) {
-    TxPkt& t = c.txpkts[csn & (c.txpkts.size() - 1)];
+    TxPkt& t = c.txpkts[csn & c.txmask];
     if (t.csn != csn || t.state == CsnState::free || t.state == CsnState::delivered) return;
     t.state = CsnState::delivered;
     if (t.is_request) {
@@ -996,7 +1118,7 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) {
 }
 
 void Engine::Impl::advance_csn_una(Conn& c) {
-    const uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    const uint32_t mask = c.txmask;
     // Locals: the state stores below could alias the connection's fields for the compiler.
     TxPkt* const tp = c.txpkts.data();
     const uint32_t nxt = c.csn_nxt;

@@ -19,9 +19,14 @@ struct SackBitmap {
 
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
 
-    // Advances cum past PSNs the sender resolved (R-PATH-5).
-    void apply_floor(uint32_t floor) noexcept {
-        if (wire::seq_le(floor, cum)) return;
+    // Advances cum past PSNs the sender resolved (R-PATH-5). Runs for every
+    // data packet and nearly always finds the floor at or below cum: that
+    // test inline, the move out of line.
+    [[gnu::always_inline]] void apply_floor(uint32_t floor) noexcept {
+        if (wire::seq_le(floor, cum)) [[likely]] return;
+        raise_floor(floor);
+    }
+    [[gnu::noinline]] void raise_floor(uint32_t floor) noexcept {
         if (!has_gap()) {  // nothing recorded above cum: just move it
             cum = floor;
             return;
@@ -45,7 +50,7 @@ struct SackBitmap {
         return (bits[i >> 6] >> (i & 63)) & 1 ? Result::duplicate : Result::fresh;
     }
     // Records a PSN that classify() called fresh.
-    void mark(uint32_t psn) noexcept {
+    [[gnu::always_inline]] void mark(uint32_t psn) noexcept {
         if (psn == cum) {
             ++cum;
             if (!has_gap()) return;  // the common in-order case: nothing to fold
