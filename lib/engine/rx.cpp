@@ -538,12 +538,8 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now,
         c.st.rx_payload_bytes += r.plen;
     }
     // Deferred: the path floor may have passed the PSN meanwhile (the sender gave up on it).
-    if (r.psn_fresh && (!deferring || rp.sack.classify(r.psn) == SackBitmap::Result::fresh)) {
-        // R-TIMER-10 (c): out of order with the PSN just below it missing: a new hole.
-        if (r.psn != rp.sack.cum) [[unlikely]]
-            rp.hole_news |= rp.sack.classify(r.psn - 1) == SackBitmap::Result::fresh;
+    if (r.psn_fresh && (!deferring || rp.sack.classify(r.psn) == SackBitmap::Result::fresh))
         rp.sack.mark(r.psn);
-    }
     // R-ACK-2: every data packet, fresh or duplicate, is acked.
     ++rp.rx_packets;
     rp.rx_pending = uint16_t(rp.rx_pending + (rp.rx_pending != 0xffff));

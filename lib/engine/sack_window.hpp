@@ -15,6 +15,7 @@ namespace mroce {
 // Bit i of bits = PSN cum + 1 + i received; cum itself is the next expected.
 struct SackBitmap {
     uint32_t cum = 0;
+    bool hole_news = false;  // a new hole marked since the ACK that last took the news (R-TIMER-10 (c))
     uint64_t bits[4] = {};
 
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
@@ -58,6 +59,9 @@ struct SackBitmap {
             return;
         }
         const uint32_t i = psn - cum - 1;
+        // R-TIMER-10 (c): the PSN just below this one missing (cum itself, or
+        // a clear bit) is a new hole. Out of order only: nothing in order.
+        hole_news |= i == 0 || !((bits[(i - 1) >> 6] >> ((i - 1) & 63)) & 1);
         bits[i >> 6] |= 1ull << (i & 63);
     }
     bool has_gap() const noexcept { return bits[0] | bits[1] | bits[2] | bits[3]; }
@@ -95,7 +99,6 @@ struct RxPath {
     bool ack_pending = false;
     bool ack_ce = false;
     bool ack_now = false;        // R-ACK-1: a gap, CE, duplicate or message end: ack at once
-    bool hole_news = false;      // R-TIMER-10 (c): a hole appeared since the last ACK
     uint64_t first_pending = 0;  // when the oldest unacked packet arrived (ack_delay)
     uint64_t rx_packets = 0;
     uint64_t rx_ce = 0;

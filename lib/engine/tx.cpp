@@ -354,8 +354,8 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     a.ack_flags = rp.ack_ce ? wire::kAckCe : 0;
     for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
     const size_t hl = wire::encode_ack({o.hdr, sizeof o.hdr}, h, a);
-    const bool news = rp.hole_news;
-    rp.hole_news = false;
+    const bool news = rp.sack.hole_news;
+    rp.sack.hole_news = false;
     rp.ack_pending = false;
     rp.ack_ce = false;
     rp.ack_now = false;
