@@ -6,13 +6,15 @@
 # mroce-bench-engine -s 64 runs twice under callgrind (20,000 and 70,000
 # one-packet WRITEs); the difference per message is grouped by stage
 # (posting, transmit, receive, placement, ACK, completion, ...).
-#   scripts/bench-engine-breakdown.py [BINARY] [SIZE]
+#   scripts/bench-engine-breakdown.py [BINARY] [SIZE] [more mroce-bench-engine args, e.g. -o 1]
+# TOP=N in the environment also lists the N costliest functions per message.
 import sys,re,subprocess,os,tempfile
 binary=sys.argv[1] if len(sys.argv) > 1 else 'build/test/bench/mroce-bench-engine'
 size=sys.argv[2] if len(sys.argv) > 2 else '64'
+extra=sys.argv[3:]
 t=tempfile.mkdtemp()
 def run(n):
-    subprocess.run(["valgrind","--tool=callgrind",f"--callgrind-out-file={t}/cg.{n}",binary,"-n",str(n),"-s",size],capture_output=True,check=True)
+    subprocess.run(["valgrind","--tool=callgrind",f"--callgrind-out-file={t}/cg.{n}",binary,"-n",str(n),"-s",size]+extra,capture_output=True,check=True)
     out=subprocess.run(["callgrind_annotate","--threshold=100",f"{t}/cg.{n}"],capture_output=True,text=True).stdout
     d={}
     for l in out.split("-- Auto-annotated")[0].splitlines():
@@ -40,3 +42,8 @@ for name,keys in groups:
     print(f"{name:70s} {s:8.1f}")
 rest=sum(v for k,v in per.items() if k not in used and k!="PROGRAM TOTALS")
 print(f"{'other':70s} {rest:8.1f}")
+top=int(os.environ.get("TOP","0"))
+if top:
+    print()
+    for k,v in sorted(((k,v) for k,v in per.items() if k!="PROGRAM TOTALS"),key=lambda kv:-kv[1])[:top]:
+        print(f"{v:8.1f}  {k[:150]}")

@@ -27,7 +27,8 @@ uint32_t FairShare::add_sender(double weight) {
     s.weight = weight > 0 ? weight : 1.0;
     s.used = true;
     senders_.push_back(s);
-    return uint32_t(senders_.size() - 1);
+    nsenders_ = uint32_t(senders_.size());
+    return nsenders_ - 1;
 }
 
 void FairShare::remove_sender(uint32_t idx) noexcept {

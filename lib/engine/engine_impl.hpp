@@ -83,7 +83,7 @@ struct TxPath {
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
     uint64_t sched_step = 0;     // score per packet in flight
     // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
-    Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8)
+    Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
     std::array<PathTxSlot, kPathRing> ring{};
 };
 
@@ -158,7 +158,9 @@ struct SendWqe {
     bool active = false;
     bool gather = false;          // a list of two or more entries (R-SGE-1): in the slot's SendAux
     bool rd_counted = false;      // counts toward the stream's max_rd_atomic (R-STREAM-10)
+    WcOpcode wc_opcode = WcOpcode::send;  // the completion's opcode of `opcode`, set with it (advance_sq reads it)
 };
+static_assert(sizeof(SendWqe) == 128, "a send-queue slot is two cache lines (issue 24)");
 
 // The rest of a send-queue slot: a list of two or more entries (the
 // stream's entries of this slot) with the transmit cursor, segments being
@@ -758,6 +760,7 @@ struct Engine::Impl {
     bool refuse_again(Conn& c, const wire::DataHeader& d);
     void mutation_replay(Conn& c, const wire::Packet& pk);  // TEST ONLY: TestMutation::no_dup_filter
     [[gnu::always_inline]] inline void delivered(Conn& c, uint32_t csn);
+    [[gnu::always_inline]] inline void delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn);
     void resolve_refused(Conn& c, const wire::NakHeader& n);
     TxPkt* unresolved_request(Conn& c, const wire::NakHeader& n);
     void settle_slot(Conn& c, TxPkt& t);
@@ -782,6 +785,8 @@ struct Engine::Impl {
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     size_t emit_ack(Conn& c, uint16_t path, TxPacket* out, size_t room);
     void plan_paths(Conn& c, Time now);
+    Time send_timer(TxPath& p, Time now) const;
+    Time plan_send_timer(TxPath& p, Time now) const;
     [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     [[gnu::noinline]] bool emit_redundant(Conn& c, TxPacket& o, Time now, bool resends_only);

@@ -1088,8 +1088,13 @@ void Engine::Impl::rx_nak(Conn& c, const wire::Packet& pk) {
 
 // ---------------- acks (sender side) ----------------
 
-void Engine::Impl::delivered(Conn& c, uint32_t csn) {
-    TxPkt& t = c.txpkts[csn & c.txmask];
+void Engine::Impl::delivered(Conn& c, uint32_t csn) { delivered(c, c.txpkts.data(), c.txmask, csn); }
+
+// tp, txmask: c.txpkts.data() and c.txmask, kept in registers by rx_ack
+// across its packets (the state stores below are byte stores, which the
+// compiler must assume change the connection's fields).
+void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) {
+    TxPkt& t = tp[csn & txmask];
     if (t.csn != csn || t.state == CsnState::free || t.state == CsnState::delivered) return;
     t.state = CsnState::delivered;
     if (t.is_request) {
@@ -1119,9 +1124,13 @@ void Engine::Impl::advance_csn_una(Conn& c) {
     TxPkt* const tp = c.txpkts.data();
     const uint32_t nxt = c.csn_nxt;
     uint32_t una = c.csn_una;
-    while (una != nxt && tp[una & mask].state == CsnState::delivered) {
-        tp[una & mask].state = CsnState::free;
+    // A pointer walk, wrapping where `& mask` would: no index product per CSN.
+    TxPkt* const end = tp + size_t(mask) + 1;
+    TxPkt* e = tp + (una & mask);
+    while (una != nxt && e->state == CsnState::delivered) {
+        e->state = CsnState::free;
         ++una;
+        if (++e == end) e = tp;
     }
     c.csn_una = una;
     if (!c.tx_retired.empty()) [[unlikely]] release_retired(c);
@@ -1345,28 +1354,37 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
     uint32_t newly = 0;
     bool heard = undo;  // the path carried something to the peer (R-TIMER-9)
     Time acked_sent = c.acked_sent;
-    auto ack_slot = [&](uint32_t psn) __attribute__((always_inline)) {
+    // Locals for what no step below changes (the slot and record state
+    // stores are byte stores: the compiler would reload these per packet).
+    TxPkt* const tp = c.txpkts.data();
+    const uint32_t txmask = c.txmask;
+    const uint32_t cum = a.cum_psn;
+    // to: the slot's state once acknowledged (acked; empty where the
+    // cumulative PSN passes it, written once: nothing in between reads it).
+    // False: the slot was neither in flight nor lost, and is left as it is.
+    auto ack_slot = [&](uint32_t psn, TxSlotState to) __attribute__((always_inline)) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight) {
-            sl.state = TxSlotState::acked;
+            sl.state = to;
             --p.inflight;
             ++newly;
             acked_sent = std::max(acked_sent, sl.sent);
-            delivered(c, sl.csn);
+            delivered(c, tp, txmask, sl.csn);
         } else if (sl.state == TxSlotState::lost) {
             // Declared lost by a timeout yet it arrived: the CSN is delivered.
-            sl.state = TxSlotState::acked;
+            sl.state = to;
             heard = true;
-            delivered(c, sl.csn);
+            delivered(c, tp, txmask, sl.csn);
+        } else {
+            return false;
         }
+        return true;
     };
     // Cumulatively acknowledged: resolved, so emptied and passed here
     // (advance_una's work for this range, without a second walk over it).
-    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, a.cum_psn); ++psn) {
-        ack_slot(psn);
-        p.ring[psn & (kPathRing - 1)].state = TxSlotState::empty;
-    }
-    if (wire::seq_lt(p.snd_una, a.cum_psn)) p.snd_una = a.cum_psn;
+    for (uint32_t psn = p.snd_una; wire::seq_lt(psn, cum); ++psn)
+        if (!ack_slot(psn, TxSlotState::empty)) p.ring[psn & (kPathRing - 1)].state = TxSlotState::empty;
+    if (wire::seq_lt(p.snd_una, cum)) p.snd_una = cum;
     bool any_sack = false;
     uint32_t highest = 0;
     for (uint32_t w = 0; w < 4; ++w) {
@@ -1374,9 +1392,9 @@ void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
         while (bits) {
             const uint32_t b = uint32_t(std::countr_zero(bits));
             bits &= bits - 1;
-            const uint32_t psn = a.cum_psn + 1 + w * 64 + b;
+            const uint32_t psn = cum + 1 + w * 64 + b;
             if (!wire::seq_lt(psn, p.snd_nxt) || wire::seq_lt(psn, p.snd_una)) continue;
-            ack_slot(psn);
+            ack_slot(psn, TxSlotState::acked);
             any_sack = true;
             highest = psn;
         }

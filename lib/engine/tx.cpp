@@ -190,9 +190,19 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
             }
         }
         if (c->acks_pending && acks) {
-            for (uint16_t pi = 0; pi < c->rx_paths.size() && n < max; ++pi)
-                if (c->rx_paths[pi].ack_pending && ack_due(c->rx_paths[pi], cfg, now))
-                    n += emit_ack(*c, pi, out + n, max - n);
+            // Up to the last path with one pending: acks_pending counts the rx
+            // paths with ack_pending set (set only with ++, cleared only in
+            // emit_ack with --), so a ping-pong's one ACK walks no further.
+            // The end of rx_paths bounds the walk all the same: a count gone
+            // wrong must cost an ACK, never a read past the paths.
+            uint32_t left = c->acks_pending;
+            RxPath* const first = c->rx_paths.data();
+            RxPath* const end = first + c->rx_paths.size();
+            for (RxPath* rp = first; left && rp != end && n < max; ++rp) {
+                if (!rp->ack_pending) continue;
+                --left;
+                if (ack_due(*rp, cfg, now)) n += emit_ack(*c, uint16_t(rp - first), out + n, max - n);
+            }
         }
         if (!wants_tx(*c)) {
             c->in_ready = false;
@@ -387,13 +397,35 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
 // after a fresh mark; a path that may take nothing scores kNoPath.
 static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 
+// The retransmission timer every send on the path arms (send_on_path): the
+// same for the whole burst (no RTT or timeout changes inside it), so worked
+// out once per burst: for every path by plan_paths when the burst may carry
+// many packets, else by the burst's first send on the path (0: not yet; a
+// timer that is 0 itself is only worked out again, to the same value).
+[[gnu::always_inline]] inline Time Engine::Impl::plan_send_timer(TxPath& p, Time now) const {
+    const Time rto = backed_off_rto(p, cfg);
+    p.sched_timer = now + (own_rtt(p) ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
+    return p.sched_timer;
+}
+
+[[gnu::always_inline]] inline Time Engine::Impl::send_timer(TxPath& p, Time now) const {
+    if (p.sched_timer) [[likely]] return p.sched_timer;
+    return plan_send_timer(p, now);
+}
+
 void Engine::Impl::plan_paths(Conn& c, Time now) {
+    // The retransmission timer a send on the path arms (send_timer): with
+    // one message to send or none (a ping-pong's burst, most often of one
+    // packet) worked out by the burst's first send on each path it uses, so
+    // it pays for one path's, not every path's (issue 24, latency); with more,
+    // here for every path, as the burst is likely to use them all.
+    const bool lazy = c.jobs.size() <= 1;
     for (uint32_t pi = 0; pi < c.num_paths; ++pi) {
         TxPath& p = c.paths[pi];
-        // The retransmission timer every send on the path arms (send_on_path):
-        // the same for the whole burst (no RTT or timeout changes inside it).
-        const Time rto = backed_off_rto(p, cfg);
-        p.sched_timer = now + (own_rtt(p) ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
+        if (lazy)
+            p.sched_timer = 0;
+        else
+            plan_send_timer(p, now);
         const double cwnd = std::max(1.0, p.ccv.cwnd);
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
@@ -571,7 +603,10 @@ void Engine::Impl::release_retired(Conn& c) {
     ++p.inflight;
     // The burst's plan (plan_paths) follows what it sends.
     c.set_score(uint32_t(pi), --p.sched_room ? c.sched_score[pi] + p.sched_step : kNoPath);
-    const bool retransmit = t.sent_before;
+    // in_run: single_run wrote the record just now, fresh (never sent, no
+    // source region, offset 0); told here rather than read back from it (the
+    // header's byte stores in between make the compiler reload every field).
+    const bool retransmit = !in_run && t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
     t.state = CsnState::inflight;
@@ -579,7 +614,7 @@ void Engine::Impl::release_retired(Conn& c) {
     // R-MEM-6: a response is read from the responder's memory at each
     // transmission; once its region is deregistered (the application may
     // have freed it) the rest goes void: no payload, nothing read.
-    if (t.src_key && !mrs.registered(t.src_key)) [[unlikely]] {
+    if (!in_run && t.src_key && !mrs.registered(t.src_key)) [[unlikely]] {
         t.src_key = 0;
         t.payload = nullptr;
         t.payload_len = 0;
@@ -593,12 +628,12 @@ void Engine::Impl::release_retired(Conn& c) {
     if (hdr_template) {
         using namespace wire::detail;
         if (hdr_template != o.hdr) std::memcpy(o.hdr, hdr_template, wire::kDataLen);
-        put16(o.hdr + 12, uint16_t(pi));
+        if (!in_run) put16(o.hdr + 12, uint16_t(pi));  // in_run: single_run writes it with the common header
         put32(o.hdr + 16, psn);
         put32(o.hdr + 20, t.csn);
         put8(o.hdr + 25, dflags);
         put16(o.hdr + 26, t.payload_len);
-        put32(o.hdr + 40, t.offset);
+        put32(o.hdr + 40, in_run ? 0 : t.offset);
         put32(o.hdr + 64, ts);
         put32(o.hdr + 68, tx_floor(p));
         o.hdr_len = uint16_t(wire::kDataLen);
@@ -632,7 +667,7 @@ void Engine::Impl::release_retired(Conn& c) {
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
     // probe time (R-TIMER-8) only at the RTO, when no timer pass had run meanwhile.
-    arm(c, p.sched_timer);
+    arm(c, send_timer(p, now));
 }
 
 // New segments of one multi-packet SEND or WRITE, back to back: what is
@@ -721,8 +756,15 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     size_t n = 0;
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
-    // The common header's bytes, the same for every packet of the run (its
-    // path id is send_on_path's): built once, copied per packet.
+    // Locals for what no step of the run changes but the run itself (the
+    // header's byte stores would have the compiler reload them per packet):
+    // the CSN cursor is written back after the run and before grow_txpkts.
+    const bool hints = cfg.rate_hints;
+    const uint32_t csn_una = c.csn_una, csn_limit = c.csn_limit;
+    uint32_t csn_nxt = c.csn_nxt;
+    const uint32_t csn_first = csn_nxt;
+    // The common header's bytes, the same for every packet of the run but
+    // its path id: built once, copied per packet.
     uint8_t common[wire::kCommonLen];
     wire::detail::put_common(common,
                              wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
@@ -737,24 +779,25 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
             (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
              w.opcode != Opcode::send_imm))
             break;
-        if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
+        if (hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
-        if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
-        if (c.csn_nxt - c.csn_una > mask) [[unlikely]] {
+        if (csn_nxt - csn_una >= csn_limit) { blocked = true; break; }  // R-CSN-5
+        if (csn_nxt - csn_una > mask) [[unlikely]] {
+            c.csn_nxt = csn_nxt;
             grow_txpkts(c);
             mask = uint32_t(c.txpkts.size() - 1);
         }
         c.jobs.drop_front();
         w.next_seg = 1;
-        // The record field by field (request_pkt's, without a temporary) and
-        // the message's header fields from the same registers; send_on_path
-        // adds the per-packet ones.
-        TxPkt& t = c.txpkts[c.csn_nxt & mask];
+        // The record field by field (request_pkt's, without a temporary);
+        // send_on_path adds the per-packet header fields, the message's follow.
+        TxPkt& t = c.txpkts[csn_nxt & mask];
         const uint32_t len = w.wr.length;  // one packet: at most the segment size
+        const uint16_t plen = uint16_t(len);
         t.payload = w.local;
         t.remote_addr = w.wr.remote_addr;
-        t.csn = c.csn_nxt++;
+        t.csn = csn_nxt++;
         t.stream_id = s.wire_id;
         t.msg_seq = w.msg_seq;
         t.msg_len = len;
@@ -764,7 +807,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.imm = w.wr.imm;
         t.stream_idx = job.stream_idx;
         t.sq_slot = job.slot;
-        t.payload_len = uint16_t(len);
+        t.payload_len = plen;
         t.opcode = w.opcode;
         t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
         t.is_request = true;
@@ -772,10 +815,15 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.rnr_tries = 0;
         t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
         TxPacket& o = out[n];
+        // The per-packet fields first, then the message's: send_on_path reads
+        // the record before any of the header's byte stores (which the
+        // compiler must assume change it) and writes only its own offsets.
+        send_on_path(c, t, pi, o, now, o.hdr, true);
         {
             using namespace wire::detail;
             uint8_t* h = o.hdr;
             std::memcpy(h, common, wire::kCommonLen);
+            put16(h + 12, uint16_t(pi));
             put8(h + 24, uint8_t(t.opcode));
             put32(h + 28, t.stream_id);
             put32(h + 32, t.msg_seq);
@@ -785,12 +833,17 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
             put32(h + 56, t.recv_seq);
             put32(h + 60, t.imm);
         }
-        send_on_path(c, t, pi, o, now, o.hdr, true);
-        bytes += t.payload_len;
-        due = std::min(due, c.paths[pi].sched_timer);
-        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        bytes += plen;
+        due = std::min(due, c.paths[pi].sched_timer);  // 0: not worked out yet (plan_paths)
+        if (hints) c.pacer.consume(now, plen + uint32_t(wire::kDataLen));
         ++n;
     }
+    if (!due && n) [[unlikely]] {  // a path of the run had no timer yet: the run's paths' timers
+        due = TimerWheel::kNever;
+        for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
+            due = std::min(due, send_timer(c.paths[c.txpkts[csn & mask].path], now));
+    }
+    c.csn_nxt = csn_nxt;
     if (n) {
         c.st.tx_data_packets += n;
         c.st.tx_payload_bytes += bytes;

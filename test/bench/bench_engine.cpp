@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
     size_t burst = 256;
     uint32_t idle_conns = 0;
     size_t msg_size = 0;  // 0: 1 MiB, or the region when it is smaller
+    uint64_t outstanding_opt = 0;  // 0: 200 one-packet messages, 32 larger ones
+    Time one_way = 0;              // -d: between a burst's arrival and the answer's
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if ((a == "-n" || a == "--packets") && i + 1 < argc) packets = std::strtoull(argv[++i], nullptr, 10);
@@ -79,10 +81,14 @@ int main(int argc, char** argv) {
             region = end && (*end == 'K' || *end == 'k') ? v << 10 : v << 20;
         } else if ((a == "-s" || a == "--size") && i + 1 < argc) {
             msg_size = std::strtoul(argv[++i], nullptr, 10);
+        } else if ((a == "-o" || a == "--outstanding") && i + 1 < argc) {
+            outstanding_opt = std::strtoull(argv[++i], nullptr, 10);
+        } else if ((a == "-d" || a == "--delay") && i + 1 < argc) {
+            one_way = std::strtoull(argv[++i], nullptr, 10);
         } else if ((a == "-b" || a == "--burst") && i + 1 < argc)
             burst = std::strtoul(argv[++i], nullptr, 10);
         else {
-            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region[K]] [-s bytes] [-b burst] [-c idle-conns] [--wall]\n"
+            std::printf("usage: %s [-n packets] [-m mtu] [-p paths] [-r region[K]] [-s bytes] [-o outstanding] [-d ns] [-b burst] [-c idle-conns] [--wall]\n"
                         "  Engine cost per data packet (one core drives both ends), vs memcpy.\n"
                         "  -r: source and destination buffer size, MiB, or KiB with a K suffix\n"
                         "      (default 64: beyond the caches, every copy goes to memory; a few MiB\n"
@@ -91,12 +97,26 @@ int main(int argc, char** argv) {
                         "      WRITEs are 1 MiB, or the region's size when it is smaller\n"
                         "  -s: WRITE size in bytes instead (1..region); messages of one packet are\n"
                         "      kept 200 outstanding, and then every figure is per message\n"
+                        "  -o: messages kept outstanding (default 200 of one packet, 32 larger);\n"
+                        "      -s 8 -o 1 is the latency regime: each message alone, answered by an\n"
+                        "      ACK of its own, completed before the next is posted\n"
+                        "  -d: the clock moves this many ns (at most 1999) between the data's\n"
+                        "      arrival and its ACK's (default 0: every RTT sample is 0, and a\n"
+                        "      timer armed for two RTTs is due at the next pass)\n"
                         "  -b: packets per tx_burst / rx_burst (default 256)\n"
                         "  -c: that many more connections between the two engines, established and\n"
                         "      idle, beside the one that carries the WRITEs\n"
                         "  --wall: wall-clock instead of thread CPU time\n", argv[0]);
             return a == "-h" || a == "--help" ? 0 : 2;
         }
+    }
+    if (one_way >= 2000) {
+        std::fprintf(stderr, "bench_engine: -d below 2000 (a pass is 2000 ns)\n");
+        return 2;
+    }
+    if (outstanding_opt > 256) {
+        std::fprintf(stderr, "bench_engine: -o at most 256 (the stream depth)\n");
+        return 2;
     }
     if (region < (size_t(64) << 10) || burst == 0 || burst > 512 || mtu < 256 || paths == 0 || msg_size > region) {
         std::fprintf(stderr, "bench_engine: need -r >= 64K, -b 1..512, -m >= 256, -p >= 1, -s <= region\n");
@@ -112,7 +132,7 @@ int main(int argc, char** argv) {
     const size_t kMsg = msg_size ? msg_size : std::min<size_t>(size_t(1) << 20, kRegion);
     const uint64_t pkts_per_msg = std::max<uint64_t>(1, (kMsg + mtu - 1) / mtu);
     // Small messages: enough outstanding that bursts stay full (the stream depth is 256).
-    const uint64_t outstanding = pkts_per_msg == 1 ? 200 : 32;
+    const uint64_t outstanding = outstanding_opt ? outstanding_opt : pkts_per_msg == 1 ? 200 : 32;
     const size_t copy_len = std::min<size_t>(kMsg, mtu);  // the baseline's copy per data packet
     std::vector<uint8_t> src(kRegion, 0x5a), dst(kRegion, 0);
     const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
@@ -223,10 +243,11 @@ int main(int argc, char** argv) {
                 b.rx_burst(w.rx.data(), n, now);
                 data_pkts += n;
             }
+            now += one_way;
             exchange(b, a, 1);
             Completion c[64];
             done += a.poll_cq(cqa, c, 64);
-            now += 2000;
+            now += 2000 - one_way;
         }
         const double eng = double(now_ns() - t0);
         const uint64_t pkts = data_pkts - pkts0;

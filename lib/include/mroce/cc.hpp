@@ -226,7 +226,7 @@ public:
     // Every received data packet: inline, since it runs once per packet and
     // an active sender's packet only adds its bytes.
     void on_rx(uint32_t idx, uint32_t bytes, Time now) noexcept {
-        if (idx >= senders_.size()) [[unlikely]] return;
+        if (idx >= nsenders_) [[unlikely]] return;
         Sender& s = senders_[idx];
         // R-HINT-2: a sender that was silent (or only shook hands) is measured
         // from its first byte, not from an interval start it was idle through:
@@ -283,6 +283,9 @@ private:
     double free_cap_ = 0;
     double free_w_ = 0;
     std::vector<Sender> senders_;
+    // senders_.size(), kept beside it (add_sender is what grows it): on_rx,
+    // once per data packet, bounds its index without a vector size's subtract and shift.
+    uint32_t nsenders_ = 0;
     std::vector<uint8_t> limited_;  // scratch of recompute(), kept to avoid reallocating
 };
 
