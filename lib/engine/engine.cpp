@@ -889,7 +889,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
     if (!c) return Status::no_such_object;
-    I.wake(*c);
+    I.wake_post(*c);
     if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
     uint32_t sidx = 0;
     Stream* s = c->find_local(stream_id, &sidx);

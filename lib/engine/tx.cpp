@@ -181,7 +181,14 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
                     data_held = true;
                     break;
                 }
-                if (k) continue;
+                if (k) {
+                    // Nothing left that emit_data could send (no job, resend or
+                    // tail probe, no redundancy cursor): the call would return
+                    // false with nothing changed, and data_held matters only
+                    // while there is data (a ping-pong's one message, issue 24).
+                    if (c->jobs.empty() && c->retx.empty() && c->tlp.empty() && !c->red) break;
+                    continue;
+                }
                 if (!emit_data(*c, out[n], now)) {
                     data_held = true;
                     break;
@@ -238,7 +245,13 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
     }
     if (nc) {
         rr_conn = uint32_t((rr_conn + 1) % nc);
-        if (k == nc) compact(ready);  // entries not reached keep their place (and any kGone) until a full pass
+        // Entries not reached keep their place (and any kGone) until a full
+        // pass. One connection alone, dropped: nothing else to keep but what
+        // wakes during the pass appended (a ping-pong's every pass, issue 24).
+        if (k == nc) {
+            if (nc == 1 && ready[0] == kGone) ready.erase(ready.begin());
+            else compact(ready);
+        }
     }
     st.tx_packets += n;
     return n;
@@ -363,7 +376,9 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     a.cum_csn = cfg.deferred_placement ? c.rx_csn_done.cum() : c.rx_csn.cum();  // R-CSN-6: placed
     a.ack_flags = rp.ack_ce ? wire::kAckCe : 0;
     for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
-    const size_t hl = wire::encode_ack({o.hdr, sizeof o.hdr}, h, a);
+    static_assert(sizeof o.hdr >= wire::kAckLen);
+    wire::detail::encode_ack_fields(o.hdr, h, a);
+    const size_t hl = wire::kAckLen;
     const bool news = rp.sack.hole_news;
     rp.sack.hole_news = false;
     rp.ack_pending = false;
@@ -1144,15 +1159,6 @@ void Engine::Impl::gone_timers(Conn& c, Time now, Time& next) {
     }
     c.gone.erase(c.gone.begin(), c.gone.begin() + ptrdiff_t(i));
     if (!c.gone.empty()) next = std::min(next, c.gone.front().due);
-}
-
-bool Engine::Impl::wants_timer(const Conn& c) {
-    if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
-    if (c.state != ConnState::established) return false;
-    if (c.has_outstanding()) return true;
-    for (const TxPath& p : c.paths)
-        if (p.state == PathStateKind::failed || p.snd_una != p.snd_nxt) return true;
-    return false;
 }
 
 bool Engine::Impl::take_probe_token(Time now) {

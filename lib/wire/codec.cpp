@@ -117,13 +117,7 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
     if (type < uint8_t(PacketType::data) || type > uint8_t(PacketType::disconnect_ack))
         return DecodeError::bad_type;
     CommonHeader& c = out.common;
-    c.version = p[0];
-    c.type = PacketType(type);
-    c.flags = get16(p + 2);
-    c.dst_conn = get32(p + 4);
-    c.src_conn = get32(p + 8);
-    c.path_id = get16(p + 12);
-    c.reserved = get16(p + 14);
+    detail::get_common(p, c);
     out.payload = {};
     out.payload_tail = {};
 
@@ -153,20 +147,7 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
     }
     case PacketType::ack: {
         if (n > hl) return DecodeError::oversized;
-        AckHeader& a = out.ack;
-        a = AckHeader{};
-        a.cum_psn = get32(p + 16);
-        a.ts_echo = get32(p + 20);
-        a.rate_hint = get32(p + 24);
-        a.ce_count = get16(p + 28);
-        a.rx_count = get16(p + 30);
-        a.cum_csn = get32(p + 32);
-        a.ack_flags = p[36];
-        a.reserved8 = p[37];
-        a.reserved16 = get16(p + 38);
-        for (int i = 0; i < 4; ++i) a.sack[i] = get64(p + 40 + 8 * i);
-        if (a.ce_count > a.rx_count) return DecodeError::inconsistent;
-        return DecodeError::ok;
+        return detail::decode_ack_fields(p, out.ack);
     }
     case PacketType::nak: {
         if (n > hl) return DecodeError::oversized;
@@ -246,20 +227,7 @@ DecodeError decode_split(std::span<const uint8_t> first, std::span<const uint8_t
 
 size_t encode_ack(std::span<uint8_t> out, const CommonHeader& c, const AckHeader& a) noexcept {
     if (out.size() < kAckLen) return 0;
-    uint8_t* p = out.data();
-    CommonHeader cc = c;
-    cc.type = PacketType::ack;
-    put_common(p, cc);
-    put32(p + 16, a.cum_psn);
-    put32(p + 20, a.ts_echo);
-    put32(p + 24, a.rate_hint);
-    put16(p + 28, a.ce_count);
-    put16(p + 30, a.rx_count);
-    put32(p + 32, a.cum_csn);
-    put8(p + 36, a.ack_flags);
-    put8(p + 37, 0);
-    put16(p + 38, 0);
-    for (int i = 0; i < 4; ++i) put64(p + 40 + 8 * i, a.sack[i]);
+    detail::encode_ack_fields(out.data(), c, a);
     return kAckLen;
 }
 

@@ -95,6 +95,96 @@ TEST_CASE("liveness: an idle live peer is heard through keepalives; idle connect
     CHECK(cs.silent_for >= cfg.conn_timeout);
 }
 
+// Issue 24: an ACK that leaves nothing outstanding takes the connection's
+// timer node off the wheel, and the next post arms R-CONN-6's timeout itself
+// instead of a timer look. One message at a time (each ACK settles), a lost
+// data packet and a lost ACK are still recovered by the send's own timer,
+// and a post to a peer gone silent still fails the connection in time.
+TEST_CASE("liveness: one message at a time, timers settled by each ACK: losses still recovered, a silent peer "
+          "still fails the connection (R-CONN-6, R-TIMER-8)",
+          "[engine][liveness]") {
+    EngineConfig cfg;
+    cfg.conn_timeout = 200'000'000;
+    Engine a(cfg), b(cfg);
+    PairLink link(a, b);
+    uint32_t ca = 0, cb = 0;
+    REQUIRE(mroce::test::connect_pair(link, ca, cb));
+    uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd(), cqa = 0, cqb = 0;
+    REQUIRE(a.create_cq(64, cqa) == Status::ok);
+    REQUIRE(b.create_cq(64, cqb) == Status::ok);
+    std::vector<uint8_t> src(64 * 64), dst(64 * 64, 0);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
+    MrInfo ms{}, md{};
+    REQUIRE(a.register_mr(pda, src.data(), src.size(), kAccessLocalWrite, ms) == Status::ok);
+    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite, md) == Status::ok);
+    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
+    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    // Round r posts messages 2r and 2r + 1 together and waits for both.
+    // Every 4th round loses its second data packet once (the first's ACK
+    // then leaves it outstanding: its timer must stay), every 4th + 3 its
+    // first ACK (the send's timer resends). 20 ms each: a resend is due
+    // within a few RTOs, a timer lost to the settling would wait for a
+    // keepalive's answer (50 ms) to bring a look.
+    int round = 0, data_in_round = 0;
+    bool lost_data = false, lost_ack = false;
+    link.drop_if = [&](int from, const TxPacket& t) {
+        if (from == 0 && t.hdr[1] == uint8_t(wire::PacketType::data) && ++data_in_round == 2 && round % 4 == 1) {
+            lost_data = true;
+            return true;
+        }
+        if (from == 1 && t.hdr[1] == uint8_t(wire::PacketType::ack) && round % 4 == 3 && !lost_ack) {
+            lost_ack = true;
+            return true;
+        }
+        return false;
+    };
+    for (round = 0; round < 32; ++round) {
+        data_in_round = 0;
+        lost_data = lost_ack = false;
+        for (int m = 2 * round; m < 2 * round + 2; ++m) {
+            SendWr w;
+            w.wr_id = uint64_t(m);
+            w.op = OpKind::write;
+            w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data() + 64 * m));
+            w.length = 64;
+            w.lkey = ms.lkey;
+            w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data() + 64 * m));
+            w.rkey = md.rkey;
+            w.signaled = true;
+            REQUIRE(a.post_send(ca, 1, w) == Status::ok);
+        }
+        Completion c[4];
+        size_t got = 0;
+        REQUIRE(link.run([&] { return (got += a.poll_cq(cqa, c + got, 4 - got)) == 2; }, 20'000'000));
+        for (size_t i = 0; i < 2; ++i) {
+            REQUIRE(c[i].status == WcStatus::success);
+            REQUIRE(c[i].wr_id == uint64_t(2 * round) + i);
+        }
+        REQUIRE(std::memcmp(dst.data() + 128 * round, src.data() + 128 * round, 128) == 0);
+        if (round % 4 == 1) CHECK(lost_data);
+        if (round % 4 == 3) CHECK(lost_ack);
+        // Quiet in between: every timer the round armed comes due.
+        link.run([] { return false; }, 5'000'000);
+    }
+    CHECK(a.conn_state(ca) == ConnState::established);
+    // B goes silent: the next message's post must still bring R-CONN-6's timeout.
+    link.drop_if = [](int from, const TxPacket&) { return from == 1; };
+    SendWr w;
+    w.op = OpKind::write;
+    w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data()));
+    w.length = 64;
+    w.lkey = ms.lkey;
+    w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+    w.rkey = md.rkey;
+    const Time t0 = link.now;
+    REQUIRE(a.post_send(ca, 1, w) == Status::ok);
+    REQUIRE(link.run([&] { return a.conn_state(ca) == ConnState::error; }, 1'000'000'000));
+    CHECK(link.now - t0 <= cfg.conn_timeout + 10'000'000);
+    ConnStats cs;
+    REQUIRE(a.conn_stats(ca, cs) == Status::ok);
+    CHECK(cs.error_cause == ConnErrorCause::peer_silent);
+}
+
 TEST_CASE("probing: a failed path backs off, and revives within probe_max_interval (R-PATH-11)",
           "[engine][liveness]") {
     EngineConfig cfg;

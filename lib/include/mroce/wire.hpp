@@ -393,6 +393,44 @@ inline void get_common(const uint8_t* p, CommonHeader& c) noexcept {
     c.path_id = get16(p + 12);
     c.reserved = get16(p + 14);
 }
+
+// The fields of an ACK header (bytes kCommonLen..kAckLen) and their check,
+// for decode(), decode_split() and the engine's ACK receive; p holds at
+// least kAckLen bytes.
+[[gnu::always_inline]] inline DecodeError decode_ack_fields(const uint8_t* p, AckHeader& a) noexcept {
+    a = AckHeader{};
+    a.cum_psn = get32(p + 16);
+    a.ts_echo = get32(p + 20);
+    a.rate_hint = get32(p + 24);
+    a.ce_count = get16(p + 28);
+    a.rx_count = get16(p + 30);
+    a.cum_csn = get32(p + 32);
+    a.ack_flags = p[36];
+    a.reserved8 = p[37];
+    a.reserved16 = get16(p + 38);
+    for (int i = 0; i < 4; ++i) a.sack[i] = get64(p + 40 + 8 * i);
+    if (a.ce_count > a.rx_count) return DecodeError::inconsistent;
+    return DecodeError::ok;
+}
+
+// An ACK's header bytes (kAckLen of them at p), for encode_ack() and the
+// engine's ACK transmit (inline there: once per ACK, issue 24).
+[[gnu::always_inline]] inline void encode_ack_fields(uint8_t* p, const CommonHeader& c, const AckHeader& a) noexcept {
+    CommonHeader cc = c;
+    cc.type = PacketType::ack;
+    put_common(p, cc);
+    put32(p + 16, a.cum_psn);
+    put32(p + 20, a.ts_echo);
+    put32(p + 24, a.rate_hint);
+    put16(p + 28, a.ce_count);
+    put16(p + 30, a.rx_count);
+    put32(p + 32, a.cum_csn);
+    put8(p + 36, a.ack_flags);
+    put8(p + 37, 0);
+    put16(p + 38, 0);
+    for (int i = 0; i < 4; ++i) put64(p + 40 + 8 * i, a.sack[i]);
+}
+
 }  // namespace detail
 
 // R-PLANE-1: the plane block of a CONNECT_* (the bytes after its header):
