@@ -612,10 +612,15 @@ void Engine::Impl::destroy_stream(Conn& c, uint32_t sidx) {
                (t.state == CsnState::inflight || t.state == CsnState::lost || t.state == CsnState::rnr_wait ||
                 t.state == CsnState::inflight_dup || t.state == CsnState::dup_only);
     };
+    // A READ response's payload still points into the responder's region: one
+    // deregistered before the QP is destroyed (freed, even unmapped) is not
+    // copied but goes void, as its transmission would (R-MEM-6).
     size_t bytes = 0;
     for (uint32_t csn = c.csn_una; csn != c.csn_nxt; ++csn) {
-        const TxPkt& t = c.txpkts[csn & mask];
-        if (t.csn == csn && orphan(t) && t.payload && t.payload != t.inline_payload) bytes += t.payload_len;
+        TxPkt& t = c.txpkts[csn & mask];
+        if (t.csn != csn || !orphan(t)) continue;
+        void_if_unregistered(t);
+        if (t.payload && t.payload != t.inline_payload) bytes += t.payload_len;
     }
     std::unique_ptr<uint8_t[]> buf(bytes ? new uint8_t[bytes] : nullptr);
     size_t off = 0;

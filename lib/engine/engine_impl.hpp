@@ -847,6 +847,18 @@ struct Engine::Impl {
     [[gnu::always_inline]] inline int pick_path(Conn& c);
     bool emit_data(Conn& c, TxPacket& o, Time now);
     [[gnu::noinline]] bool emit_redundant(Conn& c, TxPacket& o, Time now, bool resends_only);
+    // R-MEM-6: a response whose source region is no longer registered (the
+    // application may have freed it) keeps nothing of it: no payload to read.
+    void void_if_unregistered(TxPkt& t) const noexcept {
+        if (!t.src_key || mrs.registered(t.src_key)) [[likely]]
+            return;
+        t.src_key = 0;
+        t.payload = nullptr;
+        t.payload_len = 0;
+        t.msg_len = 0;  // an empty packet is consistent only for a 0-byte message (R-WIRE-7)
+        t.offset = 0;
+        t.dflags |= wire::kDataVoid;
+    }
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr,
                       bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);

@@ -629,14 +629,7 @@ void Engine::Impl::release_retired(Conn& c) {
     // R-MEM-6: a response is read from the responder's memory at each
     // transmission; once its region is deregistered (the application may
     // have freed it) the rest goes void: no payload, nothing read.
-    if (!in_run && t.src_key && !mrs.registered(t.src_key)) [[unlikely]] {
-        t.src_key = 0;
-        t.payload = nullptr;
-        t.payload_len = 0;
-        t.msg_len = 0;  // an empty packet is consistent only for a 0-byte message (R-WIRE-7)
-        t.offset = 0;
-        t.dflags |= wire::kDataVoid;
-    }
+    if (!in_run) void_if_unregistered(t);
 
     const uint8_t dflags = uint8_t(t.dflags | (retransmit ? wire::kDataRetransmit : 0));
     const uint32_t ts = uint32_t(now) ? uint32_t(now) : 1;  // 0 means "no timestamp" in ts_echo

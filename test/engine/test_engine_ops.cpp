@@ -5,6 +5,8 @@
 // R-DATA-*, R-SEND-*, R-READ-*, R-ATOMIC-*, R-CMPL-*).
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -369,6 +371,51 @@ TEST_CASE("R-MEM-6: the requester has the whole READ, its ACKs are lost, the res
     // The requester's READ stays a success and its bytes as placed.
     CHECK(std::memcmp(t.f.a.mem.data(), want.data(), want.size()) == 0);
     CHECK(t.f.a.eng.poll_cq(t.f.a.cq, c.data(), 1) == 0);
+}
+
+// R-MEM-6 at ibv_destroy_qp: the responder deregisters the source and frees
+// it (a large buffer: unmapped), then destroys its stream while segments of
+// the response are still unacknowledged. The stream's orphans were copied
+// from the freed region (verbs-nccl-like: SIGSEGV in destroy_stream's
+// memcpy); they go void instead, as their next transmission would.
+TEST_CASE("R-MEM-6: the responder destroys its stream after freeing the source of an unacknowledged READ",
+          "[engine][read][mem]") {
+    ReadAfterDereg t;
+    const size_t len = t.src.size();
+    void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    auto* src = static_cast<uint8_t*>(m);
+    std::memcpy(src, t.src.data(), len);
+    MrInfo smr{};
+    REQUIRE(t.f.b.eng.register_mr(t.f.b.pd, src, len, kAccessRemoteRead, smr) == Status::ok);
+    bool freed = false;
+    uint64_t resp_bytes_after = 0;  // B's response payload sent after the source went
+    t.f.link.drop_if = [&](int from, const TxPacket& p) {
+        if (freed && from == 1 && p.hdr[1] == uint8_t(wire::PacketType::data) &&
+            p.hdr[24] == uint8_t(wire::Opcode::read_resp))
+            resp_bytes_after += p.payload_len;
+        return from == 0 && ReadAfterDereg::is_ack(p);  // the responder keeps resending
+    };
+    SendWr rd;
+    rd.wr_id = 9;
+    rd.op = OpKind::read;
+    rd.local_addr = t.f.a.addr(0);
+    rd.length = uint32_t(len);
+    rd.lkey = t.f.a.mr.lkey;
+    rd.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(src));
+    rd.rkey = smr.rkey;
+    REQUIRE(t.f.a.eng.post_send(t.f.ca, 7, rd) == Status::ok);
+    auto c = t.f.wait(t.f.a, 1);
+    REQUIRE(c.size() == 1);
+    CHECK(c[0].status == WcStatus::success);
+    CHECK(std::memcmp(t.f.a.mem.data(), t.src.data(), len) == 0);
+    REQUIRE(t.f.b.eng.deregister_mr(smr.lkey) == Status::ok);
+    REQUIRE(::munmap(m, len) == 0);
+    freed = true;
+    REQUIRE(t.f.b.eng.destroy_stream(t.f.cb, 7) == Status::ok);
+    t.f.link.run([] { return false; }, 50'000'000);  // 50 ms of resends of the orphans
+    CHECK(resp_bytes_after == 0);
+    CHECK(std::memcmp(t.f.a.mem.data(), t.src.data(), len) == 0);
 }
 
 // R-MEM-6 only voids what reads a deregistered region: a transmit record
