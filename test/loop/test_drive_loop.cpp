@@ -3,13 +3,17 @@
 //
 // The drive loop (mroce/drive_loop.hpp, architecture 3.1) against a scripted
 // port, engine and stages that log every call: the order of one pass, bursts
-// of odd sizes, the one retry of packets a port refused (in any positions),
+// of odd sizes, the one retry of packets a port refused (in any positions,
+// with the payload they had then),
 // ports that receive until empty or stop transmit (the simulator's), the
 // pipeline's copies (cookies, kept buffers, tokens back before the next
 // receive) and CC stage (exchanged before and after a pass), the hooks, and
 // run()'s idle policy. Every driver runs this one loop; the driver suites
 // (udp, dpdk, sim, perf) run it over real ports.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <vector>
@@ -54,9 +58,18 @@ struct ScriptEngine {
             }
         }
     }
+    // Payload of packet i: payload_len bytes at payload_base + i * payload_len (none if null).
+    const uint8_t* payload_base = nullptr;
+    uint32_t payload_len = 0;
+
     size_t tx_burst(TxPacket* out, size_t max, Time) {
         size_t n = 0;
-        while (n < max && tx_head < tx_queue.size()) out[n++].entropy = tx_queue[tx_head++];
+        for (; n < max && tx_head < tx_queue.size(); ++n) {
+            const uint16_t id = tx_queue[tx_head++];
+            out[n].entropy = id;
+            out[n].payload = payload_base ? payload_base + size_t(id) * payload_len : nullptr;
+            out[n].payload_len = payload_base ? payload_len : 0;
+        }
         log.push_back(str("tx", n));
         return n;
     }
@@ -97,6 +110,7 @@ struct ScriptPort {
     std::vector<uint16_t>* refuse;
     std::vector<uint16_t>* sent;
     std::vector<uint32_t>* kept;   // cookies keep() was asked for
+    std::vector<std::string>* payloads;   // the payload bytes of what it sent, read as it sends
 
     size_t recv_burst(RxPacket* out, size_t max) {
         size_t n = 0;
@@ -117,6 +131,7 @@ struct ScriptPort {
                 *unsent++ = uint32_t(i);
             } else {
                 sent->push_back(p[i].entropy);
+                payloads->emplace_back(reinterpret_cast<const char*>(p[i].payload), p[i].payload_len);
                 ++s;
             }
         }
@@ -190,6 +205,7 @@ struct World {
     std::deque<uint32_t> arrivals;
     std::vector<uint16_t> refuse, sent;
     std::vector<uint32_t> kept;
+    std::vector<std::string> payloads;
     ScriptEngine eng{log};
     template <class P>
     P port() {
@@ -199,6 +215,7 @@ struct World {
         p.refuse = &refuse;
         p.sent = &sent;
         p.kept = &kept;
+        p.payloads = &payloads;
         return p;
     }
     void queue_tx(uint16_t n) {
@@ -254,6 +271,43 @@ TEST_CASE("drive loop: packets a port refused, in any positions, get one more ch
     CHECK(w.log == Log{"recv 0", "tx 7", "send 7/7", "tx 6", "send 6/6"});
     CHECK(w.sent == std::vector<uint16_t>{0, 2, 3, 5, 1, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19});
     CHECK(loop.retry_dropped() == 1);
+}
+
+TEST_CASE("drive loop: a refused packet is retried with the payload it had when refused, its region since freed",
+          "[loop]") {
+    // R-MEM-6: between two passes the application may deregister a region and
+    // free or reuse it (a threaded device releases its lock between passes);
+    // the retry must neither read it nor send what it holds now.
+    constexpr uint32_t kLen = 3000;   // packets straddle pages
+    constexpr uint16_t kPkts = 6;
+    const size_t bytes = size_t(kLen) * kPkts;
+    auto* mem = static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(mem != MAP_FAILED);
+    for (size_t i = 0; i < bytes; ++i) mem[i] = uint8_t(i / kLen * 37 + i % 251);
+    const std::string original(reinterpret_cast<const char*>(mem), bytes);
+    auto of = [&](uint16_t id) { return original.substr(size_t(id) * kLen, kLen); };
+
+    World w;
+    w.eng.payload_base = mem;
+    w.eng.payload_len = kLen;
+    DriveLoop<ScriptPort, ScriptEngine> loop(w.port<ScriptPort>(), w.eng, {}, Bursts{4, 7});
+    w.queue_tx(kPkts);
+    w.refuse = {2, 5};
+    loop.step(1);
+    CHECK(w.sent == std::vector<uint16_t>{0, 1, 3, 4});
+    SECTION("freed and reused") {
+        std::memset(mem, 0xee, bytes);
+        loop.step(2);
+        munmap(mem, bytes);
+    }
+    SECTION("freed and unmapped") {
+        munmap(mem, bytes);
+        loop.step(2);   // read the unmapped region before the fix: SIGSEGV
+    }
+    REQUIRE(w.sent == std::vector<uint16_t>{0, 1, 3, 4, 2, 5});
+    REQUIRE(w.payloads.size() == 6);
+    for (size_t i = 0; i < w.sent.size(); ++i) CHECK(w.payloads[i] == of(w.sent[i]));
+    CHECK(loop.retry_dropped() == 0);
 }
 
 TEST_CASE("drive loop: rx_done after the engine saw each burst; a kRxUntilEmpty port is drained before transmit",
