@@ -343,6 +343,15 @@ public:
     }
     // R-PLANE-5: each plane is its port; its counters are the port's.
     size_t num_planes() const noexcept override { return planes_.size(); }
+    uint32_t tx_payload_held(Time wait_ns) override {
+        const Time end = clock_.now() + wait_ns;
+        uint32_t held = 0;
+        for (auto& pl : planes_) {
+            const Time now = clock_.now();
+            held += pl.port->tx_payload_held(end > now ? (end - now) / 1000 : 0);
+        }
+        return held;
+    }
     PlaneInfo plane_info(size_t plane) const override {
         PlaneInfo i;
         if (plane >= planes_.size()) return i;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <rte_byteorder.h>
+#include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
@@ -682,6 +683,18 @@ PortStats DpdkPort::tx_queue_stats(uint16_t q) const noexcept { return txq_[q]->
 void DpdkPort::reset_stats() noexcept {
     for (auto& q : rxq_) q->st = {};
     for (auto& q : txq_) q->st = {};
+}
+
+uint32_t DpdkPort::tx_payload_held(uint64_t wait_us) noexcept {
+    if (!ext_pool_) return 0;
+    const uint64_t end = rte_get_timer_cycles() + wait_us * (rte_get_timer_hz() / 1'000'000);
+    for (;;) {
+        // PMDs without it (net_ring, memif, af_packet) free on their own; the count tells.
+        for (uint16_t q = 0; q < cfg_.tx_queues; ++q) (void)rte_eth_tx_done_cleanup(cfg_.port_id, q, 0);
+        const uint32_t held = rte_mempool_in_use_count(ext_pool_);
+        if (held == 0 || rte_get_timer_cycles() >= end) return held;
+        rte_delay_us_sleep(10);
+    }
 }
 
 PoolUsage DpdkPort::pool_usage() const noexcept {

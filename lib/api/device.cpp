@@ -409,6 +409,12 @@ MemoryRegion Device::register_mr(uint32_t pd, void* addr, uint64_t length, uint3
 
 void Device::deregister_mr(const MemoryRegion& mr) {
     MaybeLock g(mu_, thr_.joinable());
+    // R-MEM-6: a zero-copy driver's NIC reads payloads after send_burst
+    // returned; the application frees the region once this returns. A NIC
+    // releases within microseconds; a second is a peer that stopped reading.
+    if (const uint32_t held = tr_->tx_payload_held(1'000'000'000))
+        throw Error("deregister_mr: " + std::to_string(held) + " payload segments of sent packets are still held by " +
+                    tr_->describe() + " after 1 s (zero-copy TX not yet released); the region stays registered");
     const Status s = eng_.deregister_mr(mr.lkey);
     if (s != Status::ok) fail("deregister_mr", s);
 }

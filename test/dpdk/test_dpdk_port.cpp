@@ -331,6 +331,30 @@ TEST_CASE("dpdk: bursts of 64 B and 4 KiB payloads arrive byte-exact, zero-copy 
     CHECK(s.rx_linearized == 0);
 }
 
+TEST_CASE("dpdk: the payload segments a peer still holds are counted until it frees them (R-MEM-6)", "[dpdk]") {
+    // Zero-copy TX: the frames' payloads are the sender's memory until the
+    // PMD (here the peer that receives them) frees the mbufs; deregistration
+    // waits for that before the application frees the region.
+    Env& e = env();
+    LeakGuard guard;
+    constexpr uint32_t kLen = 3000;
+    constexpr size_t kPkts = 7;
+    std::vector<uint8_t> mem(kPkts * kLen, 0x5a);
+    std::vector<TxPacket> tx;
+    for (size_t i = 0; i < kPkts; ++i) tx.push_back(make_pkt(1, uint16_t(i), mem.data() + i * kLen, kLen, uint8_t(i)));
+    tx.push_back(make_pkt(1, 9, nullptr, 0, 9));   // no payload: nothing held
+    CHECK(e.a->tx_payload_held(0) == 0);
+    send_all(*e.a, 1, tx);
+    CHECK(e.a->tx_payload_held(2000) == kPkts);   // waits 2 ms: nobody frees them
+    CHECK(e.fabric(0, 1) == kPkts + 1);
+    CHECK(e.a->tx_payload_held(0) == kPkts);      // in the peer's RX ring
+    RxPacket rx[16];
+    REQUIRE(e.b->rx_burst(1, rx, 16) == kPkts + 1);
+    CHECK(e.a->tx_payload_held(0) == kPkts);      // received, not yet released
+    e.b->rx_release(1);
+    CHECK(e.a->tx_payload_held(1'000'000) == 0);  // returns as soon as none is held
+}
+
 TEST_CASE("dpdk: connection control leaves from the well-known port", "[dpdk]") {
     Env& e = env();
     LeakGuard guard;

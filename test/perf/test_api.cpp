@@ -60,6 +60,26 @@ private:
     uint32_t mtu_;
 };
 
+// A zero-copy link whose NIC still holds `held` payload segments of sent packets.
+class HeldPayloadTransport final : public Transport {
+public:
+    uint32_t held = 0;
+    Time waited = 0;
+    Time now() noexcept override { return 0; }
+    size_t recv_burst(RxPacket*, size_t) override { return 0; }
+    size_t send_burst(const TxPacket*, size_t n, uint32_t*) override { return n; }
+    bool idle(bool, Time, Time) override { return false; }
+    void wake() override {}
+    uint32_t resolve_peer(const std::string&, uint16_t) override { return 1; }
+    std::string peer_name(uint32_t) const override { return "peer"; }
+    TransportStats stats() const override { return {}; }
+    std::string describe() const override { return "zero-copy test link"; }
+    uint32_t tx_payload_held(Time wait_ns) override {
+        waited = wait_ns;
+        return held;
+    }
+};
+
 std::string open_error(uint32_t mtu, uint16_t max_payload) {
     DeviceConfig d;
     d.engine.max_payload = max_payload;
@@ -93,6 +113,25 @@ TEST_CASE("api: a device fits its segments to the link's MTU (R-SEG-4)", "[api]"
     CHECK_THAT(open_error(1500, 4096), Catch::Contains("above the link's MTU of 1500 B"));
     CHECK_THAT(open_error(120, kMaxPayloadAuto), Catch::Contains("key 'max_payload': auto: the link's MTU of 120 B"));
     CHECK_THAT(open_error(120, 64), Catch::Contains("above the link's MTU of 120 B (test link)"));
+}
+
+TEST_CASE("api: a region stays registered while the driver's NIC still holds its sent payloads (R-MEM-6)", "[api]") {
+    DeviceConfig d;
+    auto t = std::make_unique<HeldPayloadTransport>();
+    HeldPayloadTransport& link = *t;
+    Device dev(d, std::move(t));
+    std::vector<uint8_t> mem(4096);
+    const uint32_t pd = dev.alloc_pd();
+    const MemoryRegion mr = dev.register_mr(pd, mem.data(), mem.size(), kAccessLocalWrite | kAccessRemoteRead);
+    link.held = 3;
+    CHECK_THROWS_WITH(dev.deregister_mr(mr),
+                      Catch::Contains("deregister_mr: 3 payload segments of sent packets are still held by "
+                                      "zero-copy test link after 1 s") &&
+                          Catch::Contains("the region stays registered"));
+    CHECK(link.waited == 1'000'000'000);
+    link.held = 0;
+    CHECK_NOTHROW(dev.deregister_mr(mr));   // still registered: this one deregisters it
+    CHECK_THROWS(dev.deregister_mr(mr));    // and only this one
 }
 
 TEST_CASE("api: connect/accept, write, send, read, atomics, stats, peer loss", "[api]") {

@@ -276,6 +276,11 @@ public:
     // 0 if unknown. Device resolves max_payload = auto from it and refuses an
     // explicit max_payload that does not fit (R-SEG-4).
     virtual uint32_t link_mtu() const noexcept { return 0; }
+    // Payload segments of packets already sent that the driver's NIC may still
+    // read from registered memory (zero-copy TX), after waiting up to wait_ns
+    // for them to be released: 0 for a driver that copies in send_burst.
+    // Device::deregister_mr asks before the region goes (R-MEM-6).
+    virtual uint32_t tx_payload_held(Time /*wait_ns*/) { return 0; }
     // Planes of the device (R-PLANE-1): 1 for a one-plane driver, whose
     // plane_info(0) carries the device's totals.
     virtual size_t num_planes() const noexcept { return 1; }

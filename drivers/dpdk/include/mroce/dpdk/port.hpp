@@ -185,6 +185,12 @@ public:
     // Payloads are attached, not copied: they must stay unchanged until the
     // PMD has freed the mbufs (the engine keeps them until the op completes).
     size_t tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexcept;
+    // The payload segments of sent frames the PMD (a NIC that has not read
+    // them yet, or a net_ring peer that has not freed them) still holds, after
+    // asking every TX queue to free what is done and waiting up to wait_us for
+    // the count to reach 0. Deregistration asks this before memory goes
+    // (R-MEM-6). Not on the per-packet path: call it from the TX thread.
+    uint32_t tx_payload_held(uint64_t wait_us) noexcept;
 
     // Receives up to min(max, cfg.burst) valid datagrams. out[i].data points
     // into an mbuf or into this queue's scratch, out[i].data2 (len2 > 0: a
