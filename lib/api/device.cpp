@@ -128,6 +128,7 @@ struct Device::Loop {
     virtual bool idle(bool active, Time now) = 0;
     virtual void set_tx_order(TxOrder o) noexcept = 0;
     virtual uint64_t retry_dropped() const noexcept = 0;
+    virtual void drop_retries() noexcept = 0;
 };
 // One DriveLoop instantiation; the Pipeline policy's stages live beside it
 // (unused in run to completion).
@@ -148,6 +149,7 @@ struct Device::LoopOf final : Device::Loop {
     bool idle(bool active, Time now) override { return l.idle(active, now); }
     void set_tx_order(TxOrder o) noexcept override { l.set_tx_order(o); }
     uint64_t retry_dropped() const noexcept override { return l.retry_dropped(); }
+    void drop_retries() noexcept override { l.drop_retries(); }
 };
 
 uint16_t max_payload_for_mtu(uint32_t mtu) noexcept {
@@ -409,9 +411,11 @@ MemoryRegion Device::register_mr(uint32_t pd, void* addr, uint64_t length, uint3
 
 void Device::deregister_mr(const MemoryRegion& mr) {
     MaybeLock g(mu_, thr_.joinable());
-    // R-MEM-6: a zero-copy driver's NIC reads payloads after send_burst
-    // returned; the application frees the region once this returns. A NIC
-    // releases within microseconds; a second is a peer that stopped reading.
+    // R-MEM-6: the application frees the region once this returns. Packets
+    // the port refused last pass would read it in the next; a zero-copy
+    // driver's NIC reads payloads after send_burst returned (it releases
+    // them within microseconds; a second is a peer that stopped reading).
+    loop_->drop_retries();
     if (const uint32_t held = tr_->tx_payload_held(1'000'000'000))
         throw Error("deregister_mr: " + std::to_string(held) + " payload segments of sent packets are still held by " +
                     tr_->describe() + " after 1 s (zero-copy TX not yet released); the region stays registered");

@@ -25,9 +25,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -251,6 +249,15 @@ public:
     Eng& engine() noexcept { return eng_; }
     Bursts bursts() const noexcept { return b_; }
     uint64_t retry_dropped() const noexcept { return retry_dropped_; }   // refused twice by the port
+    // The packets the port refused, kept for the next pass, go to loss
+    // recovery instead (counted in retry_dropped). Their payloads point into
+    // registered memory: the owner calls this before a region is deregistered
+    // (R-MEM-6), as the next pass would read it, and the engine, which voids
+    // what it builds from a deregistered region, did not build these since.
+    void drop_retries() noexcept {
+        retry_dropped_ += nretry_;
+        nretry_ = 0;
+    }
     uint64_t outstanding() const noexcept { return outstanding_; }       // copies on the placement stage
     uint64_t jobs_sent() const noexcept { return jobs_sent_; }
 
@@ -325,33 +332,12 @@ private:
             const size_t s = port_.send_burst(tx_.get(), n, unsent_.get());
             moved += n;
             if (s < n) {
-                for (size_t i = 0; i < n - s; ++i) keep_refused(tx_[unsent_[i]]);
+                for (size_t i = 0; i < n - s; ++i) retry_[nretry_++] = tx_[unsent_[i]];
                 break;   // the port is full: let it drain before asking for more
             }
             if (n < b_.tx) break;
         }
         return moved;
-    }
-
-    // A refused packet's payload is copied now, while its region is known to
-    // be registered: before the next pass the application may deregister and
-    // free it (R-MEM-6; the engine checks only as it builds a packet, and a
-    // threaded device releases its lock between passes). Refusals are rare
-    // (the port is full), so the buffer is allocated at the first one.
-    void keep_refused(const TxPacket& p) noexcept {
-        TxPacket& r = retry_[nretry_];
-        r = p;
-        if (p.payload_len) {
-            if (!retry_buf_) retry_buf_.reset(new (std::nothrow) uint8_t[b_.tx * wire::kMaxPayload]);
-            if (!retry_buf_ || p.payload_len > wire::kMaxPayload) {
-                ++retry_dropped_;   // loss recovery resends it
-                return;
-            }
-            uint8_t* d = retry_buf_.get() + nretry_ * wire::kMaxPayload;
-            std::memcpy(d, p.payload, p.payload_len);
-            r.payload = d;
-        }
-        ++nretry_;
     }
 
     Port port_;
@@ -362,7 +348,6 @@ private:
     std::unique_ptr<RxPacket[]> rx_;
     std::unique_ptr<TxPacket[]> tx_, retry_;
     std::unique_ptr<uint32_t[]> unsent_;
-    std::unique_ptr<uint8_t[]> retry_buf_;   // payloads of retry_, kMaxPayload each
     size_t nretry_ = 0;
     uint64_t retry_dropped_ = 0;
     std::unique_ptr<PlaceJob[]> jobs_;
