@@ -179,6 +179,9 @@ MROCE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
     Mr* m = mr_of(mr);
     try {
         ctx_of(mr->context)->dev->deregister_mr(m->reg);
+    } catch (const TimeoutError& e) {   // the NIC still reads it: try again later
+        say(std::string("ibv_dereg_mr: ") + e.what());
+        return EBUSY;
     } catch (const std::exception& e) {
         say(std::string("ibv_dereg_mr: ") + e.what());
         return EINVAL;

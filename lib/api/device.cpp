@@ -417,7 +417,7 @@ void Device::deregister_mr(const MemoryRegion& mr) {
     // them within microseconds; a second is a peer that stopped reading).
     loop_->drop_retries();
     if (const uint32_t held = tr_->tx_payload_held(1'000'000'000))
-        throw Error("deregister_mr: " + std::to_string(held) + " payload segments of sent packets are still held by " +
+        throw TimeoutError("deregister_mr: " + std::to_string(held) + " payload segments of sent packets are still held by " +
                     tr_->describe() + " after 1 s (zero-copy TX not yet released); the region stays registered");
     const Status s = eng_.deregister_mr(mr.lkey);
     if (s != Status::ok) fail("deregister_mr", s);
