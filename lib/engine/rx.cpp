@@ -1115,7 +1115,15 @@ void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) 
         SendWqe& w = s.sq[t.sq_slot];
         if (w.active && w.msg_seq == t.msg_seq && !w.done) {
             ++w.pkts_acked;
-            if (w.pkts_acked >= w.npkts && w.opcode != Opcode::read_req && !wire::is_atomic_req(w.opcode)) {
+            // A WQE holds a request opcode; of those, the four up to
+            // write_imm complete when acked, READ and atomics at their response.
+            static_assert(uint8_t(Opcode::send) < uint8_t(Opcode::send_imm) &&
+                          uint8_t(Opcode::send_imm) < uint8_t(Opcode::write) &&
+                          uint8_t(Opcode::write) < uint8_t(Opcode::write_imm) &&
+                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::read_req) &&
+                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_cas) &&
+                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_fadd));
+            if (w.pkts_acked >= w.npkts && uint8_t(w.opcode) <= uint8_t(Opcode::write_imm)) {
                 w.done = true;  // R-CMPL-2: acked = placed at the responder
                 // Its completion (and any behind it) is generated once per
                 // ACK (rx_ack's flush_sq), not per packet; a packet of
