@@ -100,7 +100,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     const uint32_t plen = get16(p + 26);
     // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
     // exactly the datagram after the header; a void packet places nothing.
-    if (plen != get32(p + 36) || get32(p + 40) != 0 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
+    // msg_len (36) and offset (40) read as one big-endian word: plen, then 0.
+    if (get64(p + 36) != uint64_t(plen) << 32 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
         (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
         return false;
     const uint64_t raddr = get64(p + 48);
