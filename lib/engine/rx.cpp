@@ -45,8 +45,8 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     // the common header only path_id is stored (rx_data and nak() read it):
     // the engine reads nothing else of a data packet's once its connection
     // is found. Anything else: rx_other.
-    if (rp.len2 == 0 && rp.len >= wire::kDataLen && p[0] == wire::kVersion &&
-        p[1] == uint8_t(PacketType::data)) [[likely]] {
+    if (rp.len2 == 0 && rp.len >= wire::kDataLen &&
+        wire::detail::get16(p) == (wire::kVersion << 8 | uint8_t(PacketType::data))) [[likely]] {  // version, type
         dst = wire::detail::get32(p + 4);
         src = wire::detail::get32(p + 8);
         if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce != 0, now)) [[likely]]
