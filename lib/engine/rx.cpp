@@ -105,7 +105,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
         (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
         return false;
     const uint64_t raddr = get64(p + 48);
-    const uint32_t psn = get32(p + 16), csn = get32(p + 20), floor = get32(p + 68);
+    const uint64_t psn_csn = get64(p + 16);  // psn (16), csn (20): one read
+    const uint32_t psn = uint32_t(psn_csn >> 32), csn = uint32_t(psn_csn), floor = get32(p + 68);
     if (raddr + plen < raddr || wire::seq_lt(psn, floor)) return false;
     Conn* cp = conn(dst);
     if (!cp) [[unlikely]] return false;
