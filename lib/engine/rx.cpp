@@ -49,7 +49,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         wire::detail::get16(p) == (wire::kVersion << 8 | uint8_t(PacketType::data))) [[likely]] {  // version, type
         dst = wire::detail::get32(p + 4);
         src = wire::detail::get32(p + 8);
-        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce != 0, now)) [[likely]]
+        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce, now)) [[likely]]
             return;
         wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
         if (dst != 0 && src != 0) [[likely]]
@@ -93,7 +93,8 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
 // from the start, which decide it. What it changed by then the general steps
 // repeat to the same effect: wake, last_rx, apply_floor (a no-op the second
 // time).
-bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, bool ce, Time now) {
+bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, const uint8_t& ce,
+                                  Time now) {
     using wire::detail::get16;
     using wire::detail::get32;
     using wire::detail::get64;
@@ -141,7 +142,7 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     r.ts = get32(p + 64);
     r.plen = plen;
     r.path = pi;
-    r.ce = ce;
+    r.ce = ce != 0;  // read here: not held across the checks above
     r.psn_fresh = true;
     r.accepted = true;
     r.ack_now = true;  // a whole message ends its message (R-ACK-1)
