@@ -110,6 +110,7 @@ public:
     void init(uint32_t first, uint32_t window) {
         cum_ = first;
         mask_ = window - 1;
+        above_ = 0;
         bits_.assign((window + 63) / 64, 0);
     }
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
@@ -126,9 +127,11 @@ public:
             // Above cum_: just recorded (cum_'s own bit is never set, so nothing folds).
             const uint32_t i = csn & mask_;
             bits_[i >> 6] |= 1ull << (i & 63);
+            ++above_;
             return;
         }
         ++cum_;  // the in-order case: never set, so nothing to clear
+        if (!above_) return;  // nothing recorded above: nothing to fold (the common case, no bit read)
         // Fold the contiguous prefix recorded above it into cum_ and clear its bits for reuse.
         while (true) {
             const uint32_t j = cum_ & mask_;
@@ -136,6 +139,7 @@ public:
             const uint64_t b = 1ull << (j & 63);
             if (!(x & b)) break;
             x &= ~b;
+            --above_;
             ++cum_;
         }
     }
@@ -144,6 +148,7 @@ public:
 private:
     uint32_t cum_ = 0;
     uint32_t mask_ = 0;
+    uint32_t above_ = 0;  // bits set in bits_: CSNs recorded above cum_, not yet folded
     std::vector<uint64_t> bits_;
 };
 

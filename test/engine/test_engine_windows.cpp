@@ -43,3 +43,29 @@ TEST_CASE("CSN window: fresh exactly once, in and out of order, across wrap", "[
         REQUIRE(cum > 10000);  // the run wrapped the 256-bit ring many times
     }
 }
+
+// The in-order mark skips the fold when nothing is recorded above cum: the
+// count of recorded CSNs must follow every mark and every fold, or a CSN
+// marked out of order would never be folded (and count as fresh again).
+TEST_CASE("CSN window: out-of-order marks fold once the hole fills, then in order again", "[engine][csn]") {
+    CsnWindow w;
+    w.init(100, 64);
+    for (const uint32_t csn : {102u, 104u, 103u}) {
+        REQUIRE(w.classify(csn) == CsnWindow::Result::fresh);
+        w.mark(csn);
+    }
+    REQUIRE(w.cum() == 100);
+    w.mark(100);
+    REQUIRE(w.cum() == 101);  // 101 still missing
+    REQUIRE(w.classify(102) == CsnWindow::Result::duplicate);
+    w.mark(101);
+    REQUIRE(w.cum() == 105);  // 101 fills the hole: 102-104 fold
+    for (uint32_t csn = 105; csn < 105 + 3 * 64; ++csn) {  // in order across the ring, nothing left to fold
+        REQUIRE(w.classify(csn) == CsnWindow::Result::fresh);
+        w.mark(csn);
+        REQUIRE(w.cum() == csn + 1);
+    }
+    w.mark(w.cum() + 1);  // one above again, after the ring wrapped
+    w.mark(w.cum());
+    REQUIRE(w.cum() == 105 + 3 * 64 + 2);
+}
