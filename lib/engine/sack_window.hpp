@@ -16,6 +16,9 @@ namespace mroce {
 struct SackBitmap {
     uint32_t cum = 0;
     bool hole_news = false;  // a new hole marked since the ACK that last took the news (R-TIMER-10 (c))
+    // False only while no bit is set: only an out-of-order mark sets one, and
+    // an in-order mark that finds it false skips has_gap()'s four words.
+    bool above = false;
     uint64_t bits[4] = {};
 
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
@@ -54,8 +57,9 @@ struct SackBitmap {
     [[gnu::always_inline]] void mark(uint32_t psn) noexcept {
         if (psn == cum) {
             ++cum;
-            if (!has_gap()) return;  // the common in-order case: nothing to fold
-            fold();
+            if (!above) return;  // the common in-order case: nothing recorded above, nothing to fold
+            if (has_gap()) fold();
+            above = has_gap();
             return;
         }
         const uint32_t i = psn - cum - 1;
@@ -63,6 +67,7 @@ struct SackBitmap {
         // a clear bit) is a new hole. Out of order only: nothing in order.
         hole_news |= i == 0 || !((bits[(i - 1) >> 6] >> ((i - 1) & 63)) & 1);
         bits[i >> 6] |= 1ull << (i & 63);
+        above = true;
     }
     bool has_gap() const noexcept { return bits[0] | bits[1] | bits[2] | bits[3]; }
     void clear() noexcept { bits[0] = bits[1] = bits[2] = bits[3] = 0; }

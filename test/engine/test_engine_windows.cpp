@@ -69,3 +69,37 @@ TEST_CASE("CSN window: out-of-order marks fold once the hole fills, then in orde
     w.mark(w.cum());
     REQUIRE(w.cum() == 105 + 3 * 64 + 2);
 }
+
+// SackBitmap's in-order mark skips the fold while nothing is recorded above
+// cum (`above`): a PSN marked out of order must still fold once the hole
+// below it fills, and leave the bits clear for the in-order marks after it.
+TEST_CASE("SACK bitmap: out-of-order PSNs fold once the hole fills", "[engine][csn]") {
+    mroce::SackBitmap b;
+    b.apply_floor(7);
+    REQUIRE(b.cum == 7);
+    for (const uint32_t psn : {7u, 8u}) {  // in order, nothing above
+        REQUIRE(b.classify(psn) == mroce::SackBitmap::Result::fresh);
+        b.mark(psn);
+    }
+    REQUIRE(b.cum == 9);
+    for (const uint32_t psn : {11u, 10u, 13u}) b.mark(psn);  // 9 and 12 missing
+    REQUIRE(b.cum == 9);
+    REQUIRE(b.has_gap());
+    REQUIRE(b.classify(10) == mroce::SackBitmap::Result::duplicate);
+    b.mark(9);
+    REQUIRE(b.cum == 12);  // 10, 11 fold; 13 still above the hole at 12
+    REQUIRE(b.classify(13) == mroce::SackBitmap::Result::duplicate);
+    b.mark(12);
+    REQUIRE(b.cum == 14);
+    REQUIRE(!b.has_gap());
+    for (uint32_t psn = 14; psn < 14 + 600; ++psn) {  // in order again, past the 256-bit window
+        REQUIRE(b.classify(psn) == mroce::SackBitmap::Result::fresh);
+        b.mark(psn);
+        REQUIRE(b.cum == psn + 1);
+    }
+    b.mark(b.cum + 2);  // above again
+    b.mark(b.cum + 1);
+    b.mark(b.cum);
+    REQUIRE(b.cum == 14 + 600 + 3);
+    REQUIRE(!b.has_gap());
+}
