@@ -127,7 +127,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     uint32_t sidx = 0;
     Stream* sp = c.find_stream(get32(p + 28), &sidx);
     const uint32_t msg_seq = get32(p + 32);
-    if (!sp || sp->error || msg_seq != sp->rx_next || sp->rx[msg_seq & sp->rx_mask].active) [[unlikely]]
+    if (!sp || sp->error || msg_seq != sp->rx_next || (sp->rx_held && sp->rx[msg_seq & sp->rx_mask].active))
+        [[unlikely]]
         return false;
     Stream& s = *sp;
     uint8_t* to = nullptr;
@@ -153,7 +154,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     // what this WRITE wrote, R-CMPL-3); the ACK that reports them leaves
     // after this returns (R-ACK-8).
     if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
-    if (s.rx[s.rx_next & s.rx_mask].active) [[unlikely]] advance_rx(c, s, sidx);  // later messages waiting for it
+    if (s.rx_held && s.rx[s.rx_next & s.rx_mask].active) [[unlikely]]
+        advance_rx(c, s, sidx);  // later messages waiting for it
     return true;
 }
 
@@ -860,6 +862,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     if (!m.active) {
         m = RxMsg{};
         m.active = true;
+        ++s.rx_held;
         m.msg_seq = d.msg_seq;
         m.msg_len = d.msg_len;
         m.opcode = d.opcode;
@@ -982,6 +985,7 @@ void Engine::Impl::advance_rx(Conn& c, Stream& s, uint32_t sidx) {
         if (!m.active || m.msg_seq != s.rx_next || !m.complete) break;
         request_done(c, s, sidx, m, s.rx_next);
         m.active = false;
+        --s.rx_held;
         ++s.rx_next;
     }
 }
