@@ -573,7 +573,10 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now,
         rp.first_pending = now;
         ++c.acks_pending;
     }
-    fair.on_rx(c.fair_idx, r.plen + uint32_t(wire::kDataLen), now);
+    // The fair share's measure is read only for hints (update, check_quiet,
+    // hint_kbps, refresh_idle_hints: each under cfg.rate_hints, fixed at
+    // construction); without them nothing would read what this counts.
+    if (cfg.rate_hints) fair.on_rx(c.fair_idx, r.plen + uint32_t(wire::kDataLen), now);
 }
 
 // ---------------- deferred placement ----------------
