@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -983,6 +985,10 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
     SendWqe* const sq = s.sq.data();
     // The CQ looked up once per run (cq_slot's checks, the same outcome per completion).
     Cq* const q = cq != 0 && cq <= cqs.size() ? &cqs[cq - 1] : nullptr;
+    static_assert(offsetof(Completion, stream) == offsetof(Completion, conn) + 4 &&
+                  offsetof(Completion, imm) == offsetof(Completion, byte_len) + 4 &&
+                  std::endian::native == std::endian::little);
+    const uint64_t ids = conn_id | uint64_t(stream_id) << 32;
     uint32_t h = head;
     uint32_t rd_retired = 0;
     while (h != tail) {
@@ -997,10 +1003,10 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
             }
             if (cpl) {
                 cpl->wr_id = w.wr.wr_id;
-                cpl->conn = conn_id;
-                cpl->stream = stream_id;
-                cpl->byte_len = w.wr.length;
-                cpl->imm = 0;
+                // conn and stream, then byte_len and imm (0), each pair one 8-byte store.
+                std::memcpy(&cpl->conn, &ids, 8);
+                const uint64_t len_imm = w.wr.length;
+                std::memcpy(&cpl->byte_len, &len_imm, 8);
                 cpl->status = w.status;
                 cpl->opcode = w.wc_opcode;
                 cpl->has_imm = false;

@@ -279,6 +279,10 @@ struct Stream {
     uint32_t rx_mask = 0;
     uint32_t depth = 0;          // stream_depth: messages accepted beyond rx_next (R-STREAM-5)
     uint32_t rx_next = 0;        // next msg_seq to complete in order
+    // Records of rx active (place sets one, advance_rx retires it): with none,
+    // no message waits for its turn and the next one has no record, which
+    // the whole-WRITE path then need not look up twice per packet.
+    uint32_t rx_held = 0;
     std::vector<RespJob> resp;   // as rx: msg_seq & rx_mask
     // R-ACK-8: the first incoming msg_seq the stream did not execute when it
     // entered ERROR; every message before it was placed and completed.
@@ -778,7 +782,8 @@ struct Engine::Impl {
     // rx
     [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
     [[gnu::noinline]] bool rx_other(const RxPacket& p, Time now);
-    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, bool ce,
+    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src,
+                                                      const uint8_t& ce,
                                                       Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);

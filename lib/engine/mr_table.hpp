@@ -28,7 +28,7 @@ public:
         if (r->pd != pd) { syn = wire::Syndrome::pd_mismatch; return false; }
         if ((r->access & need) != need) { syn = wire::Syndrome::access_denied; return false; }
         const uint64_t base = reinterpret_cast<uintptr_t>(r->addr);
-        if (addr < base || len > r->length || addr - base > r->length - len) {
+        if (!in_range(*r, base, addr, len)) {
             syn = wire::Syndrome::out_of_range;
             return false;
         }
@@ -43,7 +43,7 @@ public:
         if (!r) return nullptr;
         if (need_write && !(r->access & kAccessLocalWrite)) return nullptr;
         const uint64_t base = reinterpret_cast<uintptr_t>(r->addr);
-        if (addr < base || len > r->length || addr - base > r->length - len) return nullptr;
+        if (!in_range(*r, base, addr, len)) return nullptr;
         return r->addr + (addr - base);
     }
 
@@ -57,6 +57,12 @@ private:
         uint32_t access = 0;
     };
     const Region* find(uint32_t key) const noexcept { return regions_.find(key); }
+    // [addr, addr + len) within the region. No `addr < base` test: add()
+    // refuses a region that wraps (base + length < 2^64), so below base,
+    // addr - base wraps to at least 2^64 - base > length >= length - len.
+    static bool in_range(const Region& r, uint64_t base, uint64_t addr, uint64_t len) noexcept {
+        return len <= r.length && addr - base <= r.length - len;
+    }
     static constexpr uint32_t kMaxRegions = 1u << 24;
     KeyTable<Region> regions_{kMaxRegions};
 };

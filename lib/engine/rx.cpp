@@ -45,11 +45,11 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     // the common header only path_id is stored (rx_data and nak() read it):
     // the engine reads nothing else of a data packet's once its connection
     // is found. Anything else: rx_other.
-    if (rp.len2 == 0 && rp.len >= wire::kDataLen && p[0] == wire::kVersion &&
-        p[1] == uint8_t(PacketType::data)) [[likely]] {
+    if (rp.len2 == 0 && rp.len >= wire::kDataLen &&
+        wire::detail::get16(p) == (wire::kVersion << 8 | uint8_t(PacketType::data))) [[likely]] {  // version, type
         dst = wire::detail::get32(p + 4);
         src = wire::detail::get32(p + 8);
-        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce != 0, now)) [[likely]]
+        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce, now)) [[likely]]
             return;
         wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
         if (dst != 0 && src != 0) [[likely]]
@@ -93,18 +93,21 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
 // from the start, which decide it. What it changed by then the general steps
 // repeat to the same effect: wake, last_rx, apply_floor (a no-op the second
 // time).
-bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, bool ce, Time now) {
+bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, const uint8_t& ce,
+                                  Time now) {
     using wire::detail::get16;
     using wire::detail::get32;
     using wire::detail::get64;
     const uint32_t plen = get16(p + 26);
     // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
     // exactly the datagram after the header; a void packet places nothing.
-    if (plen != get32(p + 36) || get32(p + 40) != 0 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
+    // msg_len (36) and offset (40) read as one big-endian word: plen, then 0.
+    if (get64(p + 36) != uint64_t(plen) << 32 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
         (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
         return false;
     const uint64_t raddr = get64(p + 48);
-    const uint32_t psn = get32(p + 16), csn = get32(p + 20), floor = get32(p + 68);
+    const uint64_t psn_csn = get64(p + 16);  // psn (16), csn (20): one read
+    const uint32_t psn = uint32_t(psn_csn >> 32), csn = uint32_t(psn_csn), floor = get32(p + 68);
     if (raddr + plen < raddr || wire::seq_lt(psn, floor)) return false;
     Conn* cp = conn(dst);
     if (!cp) [[unlikely]] return false;
@@ -124,7 +127,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     uint32_t sidx = 0;
     Stream* sp = c.find_stream(get32(p + 28), &sidx);
     const uint32_t msg_seq = get32(p + 32);
-    if (!sp || sp->error || msg_seq != sp->rx_next || sp->rx[msg_seq & sp->rx_mask].active) [[unlikely]]
+    if (!sp || sp->error || msg_seq != sp->rx_next || (sp->rx_held && sp->rx[msg_seq & sp->rx_mask].active))
+        [[unlikely]]
         return false;
     Stream& s = *sp;
     uint8_t* to = nullptr;
@@ -139,7 +143,7 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     r.ts = get32(p + 64);
     r.plen = plen;
     r.path = pi;
-    r.ce = ce;
+    r.ce = ce != 0;  // read here: not held across the checks above
     r.psn_fresh = true;
     r.accepted = true;
     r.ack_now = true;  // a whole message ends its message (R-ACK-1)
@@ -150,7 +154,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     // what this WRITE wrote, R-CMPL-3); the ACK that reports them leaves
     // after this returns (R-ACK-8).
     if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
-    if (s.rx[s.rx_next & s.rx_mask].active) [[unlikely]] advance_rx(c, s, sidx);  // later messages waiting for it
+    if (s.rx_held && s.rx[s.rx_next & s.rx_mask].active) [[unlikely]]
+        advance_rx(c, s, sidx);  // later messages waiting for it
     return true;
 }
 
@@ -568,7 +573,10 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now,
         rp.first_pending = now;
         ++c.acks_pending;
     }
-    fair.on_rx(c.fair_idx, r.plen + uint32_t(wire::kDataLen), now);
+    // The fair share's measure is read only for hints (update, check_quiet,
+    // hint_kbps, refresh_idle_hints: each under cfg.rate_hints, fixed at
+    // construction); without them nothing would read what this counts.
+    if (cfg.rate_hints) fair.on_rx(c.fair_idx, r.plen + uint32_t(wire::kDataLen), now);
 }
 
 // ---------------- deferred placement ----------------
@@ -857,6 +865,7 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     if (!m.active) {
         m = RxMsg{};
         m.active = true;
+        ++s.rx_held;
         m.msg_seq = d.msg_seq;
         m.msg_len = d.msg_len;
         m.opcode = d.opcode;
@@ -979,6 +988,7 @@ void Engine::Impl::advance_rx(Conn& c, Stream& s, uint32_t sidx) {
         if (!m.active || m.msg_seq != s.rx_next || !m.complete) break;
         request_done(c, s, sidx, m, s.rx_next);
         m.active = false;
+        --s.rx_held;
         ++s.rx_next;
     }
 }
@@ -1115,7 +1125,15 @@ void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) 
         SendWqe& w = s.sq[t.sq_slot];
         if (w.active && w.msg_seq == t.msg_seq && !w.done) {
             ++w.pkts_acked;
-            if (w.pkts_acked >= w.npkts && w.opcode != Opcode::read_req && !wire::is_atomic_req(w.opcode)) {
+            // A WQE holds a request opcode; of those, the four up to
+            // write_imm complete when acked, READ and atomics at their response.
+            static_assert(uint8_t(Opcode::send) < uint8_t(Opcode::send_imm) &&
+                          uint8_t(Opcode::send_imm) < uint8_t(Opcode::write) &&
+                          uint8_t(Opcode::write) < uint8_t(Opcode::write_imm) &&
+                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::read_req) &&
+                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_cas) &&
+                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_fadd));
+            if (w.pkts_acked >= w.npkts && uint8_t(w.opcode) <= uint8_t(Opcode::write_imm)) {
                 w.done = true;  // R-CMPL-2: acked = placed at the responder
                 // Its completion (and any behind it) is generated once per
                 // ACK (rx_ack's flush_sq), not per packet; a packet of

@@ -16,6 +16,9 @@ namespace mroce {
 struct SackBitmap {
     uint32_t cum = 0;
     bool hole_news = false;  // a new hole marked since the ACK that last took the news (R-TIMER-10 (c))
+    // False only while no bit is set: only an out-of-order mark sets one, and
+    // an in-order mark that finds it false skips has_gap()'s four words.
+    bool above = false;
     uint64_t bits[4] = {};
 
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
@@ -54,8 +57,9 @@ struct SackBitmap {
     [[gnu::always_inline]] void mark(uint32_t psn) noexcept {
         if (psn == cum) {
             ++cum;
-            if (!has_gap()) return;  // the common in-order case: nothing to fold
-            fold();
+            if (!above) return;  // the common in-order case: nothing recorded above, nothing to fold
+            if (has_gap()) fold();
+            above = has_gap();
             return;
         }
         const uint32_t i = psn - cum - 1;
@@ -63,6 +67,7 @@ struct SackBitmap {
         // a clear bit) is a new hole. Out of order only: nothing in order.
         hole_news |= i == 0 || !((bits[(i - 1) >> 6] >> ((i - 1) & 63)) & 1);
         bits[i >> 6] |= 1ull << (i & 63);
+        above = true;
     }
     bool has_gap() const noexcept { return bits[0] | bits[1] | bits[2] | bits[3]; }
     void clear() noexcept { bits[0] = bits[1] = bits[2] = bits[3] = 0; }
@@ -110,6 +115,7 @@ public:
     void init(uint32_t first, uint32_t window) {
         cum_ = first;
         mask_ = window - 1;
+        above_ = 0;
         bits_.assign((window + 63) / 64, 0);
     }
     enum class Result : uint8_t { fresh, duplicate, beyond_window };
@@ -126,9 +132,11 @@ public:
             // Above cum_: just recorded (cum_'s own bit is never set, so nothing folds).
             const uint32_t i = csn & mask_;
             bits_[i >> 6] |= 1ull << (i & 63);
+            ++above_;
             return;
         }
         ++cum_;  // the in-order case: never set, so nothing to clear
+        if (!above_) return;  // nothing recorded above: nothing to fold (the common case, no bit read)
         // Fold the contiguous prefix recorded above it into cum_ and clear its bits for reuse.
         while (true) {
             const uint32_t j = cum_ & mask_;
@@ -136,6 +144,7 @@ public:
             const uint64_t b = 1ull << (j & 63);
             if (!(x & b)) break;
             x &= ~b;
+            --above_;
             ++cum_;
         }
     }
@@ -144,6 +153,7 @@ public:
 private:
     uint32_t cum_ = 0;
     uint32_t mask_ = 0;
+    uint32_t above_ = 0;  // bits set in bits_: CSNs recorded above cum_, not yet folded
     std::vector<uint64_t> bits_;
 };
 
