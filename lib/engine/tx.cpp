@@ -624,8 +624,10 @@ void Engine::Impl::release_retired(Conn& c) {
     const bool retransmit = !in_run && t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
-    t.state = CsnState::inflight;
-    t.sent_before = true;
+    if (!in_run) {  // in_run: single_run wrote both with the record
+        t.state = CsnState::inflight;
+        t.sent_before = true;
+    }
     // R-MEM-6: a response is read from the responder's memory at each
     // transmission; once its region is deregistered (the application may
     // have freed it) the rest goes void: no payload, nothing read.
@@ -818,8 +820,11 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.payload_len = plen;
         t.opcode = w.opcode;
         t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+        // state and sent_before are send_on_path's, written here beside
+        // is_request and rnr_tries: four adjacent constant bytes, one store.
+        t.state = CsnState::inflight;
         t.is_request = true;
-        t.sent_before = false;
+        t.sent_before = true;
         t.rnr_tries = 0;
         t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
         TxPacket& o = out[n];
