@@ -5,6 +5,9 @@
 // the multipath scheduler, pacing, and the timers (doc/spec.md R-SCHED-*,
 // R-TIMER-*, R-PATH-*, R-ACK-*).
 #include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 
 #include "engine_impl.hpp"
@@ -755,6 +758,20 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
     return n;
 }
 
+// single_run's flag tests (active, not done, no list, not counted towards
+// max_rd_atomic) as one 4-byte compare: adjacent bytes, bools 0 or 1. A WQE
+// of a kind single_run takes never has rd_counted set (READs and atomics
+// only); were it set, the compare fails and the general path decides, as
+// for any job single_run stops at.
+static bool single_flags(const SendWqe& w) {
+    static_assert(offsetof(SendWqe, active) == offsetof(SendWqe, done) + 1 &&
+                  offsetof(SendWqe, gather) == offsetof(SendWqe, done) + 2 &&
+                  offsetof(SendWqe, rd_counted) == offsetof(SendWqe, done) + 3 && sizeof(bool) == 1);
+    uint32_t f;
+    std::memcpy(&f, &w.done, 4);
+    return f == (std::endian::native == std::endian::little ? 0x100u : 0x10000u);
+}
+
 // New one-packet SENDs and WRITEs, back to back from the front of the job
 // ring (issue 24): each one's transmit record straight from its WQE and its
 // header straight from the record, with none of the general path's re-checks
@@ -785,7 +802,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         const TxJob job{jr.stream_idx, jr.slot, JobKind::request};
         Stream& s = c.streams[job.stream_idx];
         SendWqe& w = s.sq[job.slot];
-        if (w.npkts != 1 || w.next_seg != 0 || !w.active || w.done || s.error || w.gather ||
+        if (w.npkts != 1 || w.next_seg != 0 || !single_flags(w) || s.error ||
             (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
              w.opcode != Opcode::send_imm))
             break;
