@@ -780,7 +780,9 @@ static bool single_flags(const SendWqe& w) {
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     uint32_t mask = uint32_t(c.txpkts.size() - 1);
-    size_t n = 0;
+    // The packet cursor against its end: no count kept in the loop.
+    TxPacket* op = out;
+    TxPacket* const end = out + max;
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
     // Locals for what no step of the run changes but the run itself (the
@@ -795,7 +797,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     uint8_t common[wire::kCommonLen];
     wire::detail::put_common(common,
                              wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
-    while (n < max && !c.jobs.empty()) {
+    while (op != end && !c.jobs.empty()) {
         // The job's fields read where they lie (no copy through the stack).
         const TxJob& jr = c.jobs.front();
         if (jr.kind != JobKind::request) break;
@@ -844,7 +846,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.sent_before = true;
         t.rnr_tries = 0;
         t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
-        TxPacket& o = out[n];
+        TxPacket& o = *op;
         // The per-packet fields first, then the message's: send_on_path reads
         // the record before any of the header's byte stores (which the
         // compiler must assume change it) and writes only its own offsets.
@@ -866,8 +868,9 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         bytes += plen;
         due = std::min(due, c.paths[pi].sched_timer);  // 0: not worked out yet (plan_paths)
         if (hints) c.pacer.consume(now, plen + uint32_t(wire::kDataLen));
-        ++n;
+        ++op;
     }
+    const size_t n = size_t(op - out);
     if (!due && n) [[unlikely]] {  // a path of the run had no timer yet: the run's paths' timers
         due = TimerWheel::kNever;
         for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
