@@ -1123,7 +1123,7 @@ void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) 
     if (t.is_request) {
         Stream& s = c.streams[t.stream_idx];
         SendWqe& w = s.sq[t.sq_slot];
-        if (w.active && w.msg_seq == t.msg_seq && !w.done) {
+        if (active_not_done(w) && w.msg_seq == t.msg_seq) {
             ++w.pkts_acked;
             // A WQE holds a request opcode; of those, the four up to
             // write_imm complete when acked, READ and atomics at their response.
