@@ -649,7 +649,6 @@ void Engine::Impl::release_retired(Conn& c) {
         put32(o.hdr + 40, in_run ? 0 : t.offset);
         put32(o.hdr + 64, ts);
         put32(o.hdr + 68, tx_floor(p));
-        o.hdr_len = uint16_t(wire::kDataLen);
     } else {
         wire::CommonHeader h;
         h.src_conn = c.id;
@@ -668,8 +667,18 @@ void Engine::Impl::release_retired(Conn& c) {
     o.peer = c.peer;
     o.path = uint16_t(pi);
     o.entropy = p.entropy;
-    o.plane = p.plane;  // R-PLANE-2
-    o.ect = 1;  // R-ECN-1
+    if (hdr_template) {
+        // hdr_len, ect (R-ECN-1) and plane (R-PLANE-2), adjacent: one store.
+        static_assert(offsetof(TxPacket, ect) == offsetof(TxPacket, hdr_len) + 2 &&
+                      offsetof(TxPacket, plane) == offsetof(TxPacket, hdr_len) + 3);
+        const uint32_t tail = std::endian::native == std::endian::little
+                                  ? uint32_t(wire::kDataLen) | 1u << 16 | uint32_t(p.plane) << 24
+                                  : uint32_t(wire::kDataLen) << 16 | 1u << 8 | uint32_t(p.plane);
+        std::memcpy(&o.hdr_len, &tail, 4);
+    } else {
+        o.plane = p.plane;  // R-PLANE-2
+        o.ect = 1;  // R-ECN-1
+    }
     o.payload = t.payload;
     o.payload_len = t.payload_len;
 
