@@ -5,6 +5,8 @@
 #pragma once
 
 #include <array>
+#include <bit>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <unordered_map>
@@ -161,6 +163,16 @@ struct SendWqe {
     WcOpcode wc_opcode = WcOpcode::send;  // the completion's opcode of `opcode`, set with it (advance_sq reads it)
 };
 static_assert(sizeof(SendWqe) == 128, "a send-queue slot is two cache lines (issue 24)");
+
+// w.active && !w.done as one 2-byte compare (adjacent bools, 0 or 1): an ACK
+// tests it per acknowledged packet (delivered), and the compiler keeps two
+// byte tests as two.
+inline bool active_not_done(const SendWqe& w) {
+    static_assert(offsetof(SendWqe, active) == offsetof(SendWqe, done) + 1 && sizeof(bool) == 1);
+    uint16_t f;
+    std::memcpy(&f, &w.done, 2);
+    return f == (std::endian::native == std::endian::little ? 0x100u : 0x1u);
+}
 
 // The rest of a send-queue slot: a list of two or more entries (the
 // stream's entries of this slot) with the transmit cursor, segments being

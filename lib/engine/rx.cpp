@@ -1118,12 +1118,15 @@ void Engine::Impl::delivered(Conn& c, uint32_t csn) { delivered(c, c.txpkts.data
 // compiler must assume change the connection's fields).
 void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) {
     TxPkt& t = tp[csn & txmask];
-    if (t.csn != csn || t.state == CsnState::free || t.state == CsnState::delivered) return;
+    // free or delivered: one bit test of the state (a record's state is one of the enum's seven).
+    static_assert(uint8_t(CsnState::dup_only) < 32);
+    constexpr uint32_t settled = 1u << uint8_t(CsnState::free) | 1u << uint8_t(CsnState::delivered);
+    if (t.csn != csn || (settled >> uint8_t(t.state) & 1)) return;
     t.state = CsnState::delivered;
     if (t.is_request) {
         Stream& s = c.streams[t.stream_idx];
         SendWqe& w = s.sq[t.sq_slot];
-        if (w.active && w.msg_seq == t.msg_seq && !w.done) {
+        if (active_not_done(w) && w.msg_seq == t.msg_seq) {
             ++w.pkts_acked;
             // A WQE holds a request opcode; of those, the four up to
             // write_imm complete when acked, READ and atomics at their response.

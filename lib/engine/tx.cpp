@@ -5,6 +5,9 @@
 // the multipath scheduler, pacing, and the timers (doc/spec.md R-SCHED-*,
 // R-TIMER-*, R-PATH-*, R-ACK-*).
 #include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 
 #include "engine_impl.hpp"
@@ -624,8 +627,10 @@ void Engine::Impl::release_retired(Conn& c) {
     const bool retransmit = !in_run && t.sent_before;
     t.path = uint16_t(pi);
     t.psn = psn;
-    t.state = CsnState::inflight;
-    t.sent_before = true;
+    if (!in_run) {  // in_run: single_run wrote both with the record
+        t.state = CsnState::inflight;
+        t.sent_before = true;
+    }
     // R-MEM-6: a response is read from the responder's memory at each
     // transmission; once its region is deregistered (the application may
     // have freed it) the rest goes void: no payload, nothing read.
@@ -644,7 +649,6 @@ void Engine::Impl::release_retired(Conn& c) {
         put32(o.hdr + 40, in_run ? 0 : t.offset);
         put32(o.hdr + 64, ts);
         put32(o.hdr + 68, tx_floor(p));
-        o.hdr_len = uint16_t(wire::kDataLen);
     } else {
         wire::CommonHeader h;
         h.src_conn = c.id;
@@ -663,8 +667,18 @@ void Engine::Impl::release_retired(Conn& c) {
     o.peer = c.peer;
     o.path = uint16_t(pi);
     o.entropy = p.entropy;
-    o.plane = p.plane;  // R-PLANE-2
-    o.ect = 1;  // R-ECN-1
+    if (hdr_template) {
+        // hdr_len, ect (R-ECN-1) and plane (R-PLANE-2), adjacent: one store.
+        static_assert(offsetof(TxPacket, ect) == offsetof(TxPacket, hdr_len) + 2 &&
+                      offsetof(TxPacket, plane) == offsetof(TxPacket, hdr_len) + 3);
+        const uint32_t tail = std::endian::native == std::endian::little
+                                  ? uint32_t(wire::kDataLen) | 1u << 16 | uint32_t(p.plane) << 24
+                                  : uint32_t(wire::kDataLen) << 16 | 1u << 8 | uint32_t(p.plane);
+        std::memcpy(&o.hdr_len, &tail, 4);
+    } else {
+        o.plane = p.plane;  // R-PLANE-2
+        o.ect = 1;  // R-ECN-1
+    }
     o.payload = t.payload;
     o.payload_len = t.payload_len;
 
@@ -753,6 +767,20 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
     return n;
 }
 
+// single_run's flag tests (active, not done, no list, not counted towards
+// max_rd_atomic) as one 4-byte compare: adjacent bytes, bools 0 or 1. A WQE
+// of a kind single_run takes never has rd_counted set (READs and atomics
+// only); were it set, the compare fails and the general path decides, as
+// for any job single_run stops at.
+static bool single_flags(const SendWqe& w) {
+    static_assert(offsetof(SendWqe, active) == offsetof(SendWqe, done) + 1 &&
+                  offsetof(SendWqe, gather) == offsetof(SendWqe, done) + 2 &&
+                  offsetof(SendWqe, rd_counted) == offsetof(SendWqe, done) + 3 && sizeof(bool) == 1);
+    uint32_t f;
+    std::memcpy(&f, &w.done, 4);
+    return f == (std::endian::native == std::endian::little ? 0x100u : 0x10000u);
+}
+
 // New one-packet SENDs and WRITEs, back to back from the front of the job
 // ring (issue 24): each one's transmit record straight from its WQE and its
 // header straight from the record, with none of the general path's re-checks
@@ -761,7 +789,9 @@ size_t Engine::Impl::segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out,
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     uint32_t mask = uint32_t(c.txpkts.size() - 1);
-    size_t n = 0;
+    // The packet cursor against its end: no count kept in the loop.
+    TxPacket* op = out;
+    TxPacket* const end = out + max;
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
     // Locals for what no step of the run changes but the run itself (the
@@ -776,14 +806,14 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     uint8_t common[wire::kCommonLen];
     wire::detail::put_common(common,
                              wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
-    while (n < max && !c.jobs.empty()) {
+    while (op != end && !c.jobs.empty()) {
         // The job's fields read where they lie (no copy through the stack).
         const TxJob& jr = c.jobs.front();
         if (jr.kind != JobKind::request) break;
         const TxJob job{jr.stream_idx, jr.slot, JobKind::request};
         Stream& s = c.streams[job.stream_idx];
         SendWqe& w = s.sq[job.slot];
-        if (w.npkts != 1 || w.next_seg != 0 || !w.active || w.done || s.error || w.gather ||
+        if (w.npkts != 1 || w.next_seg != 0 || !single_flags(w) || s.error ||
             (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
              w.opcode != Opcode::send_imm))
             break;
@@ -818,11 +848,14 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.payload_len = plen;
         t.opcode = w.opcode;
         t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
+        // state and sent_before are send_on_path's, written here beside
+        // is_request and rnr_tries: four adjacent constant bytes, one store.
+        t.state = CsnState::inflight;
         t.is_request = true;
-        t.sent_before = false;
+        t.sent_before = true;
         t.rnr_tries = 0;
         t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
-        TxPacket& o = out[n];
+        TxPacket& o = *op;
         // The per-packet fields first, then the message's: send_on_path reads
         // the record before any of the header's byte stores (which the
         // compiler must assume change it) and writes only its own offsets.
@@ -844,8 +877,9 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         bytes += plen;
         due = std::min(due, c.paths[pi].sched_timer);  // 0: not worked out yet (plan_paths)
         if (hints) c.pacer.consume(now, plen + uint32_t(wire::kDataLen));
-        ++n;
+        ++op;
     }
+    const size_t n = size_t(op - out);
     if (!due && n) [[unlikely]] {  // a path of the run had no timer yet: the run's paths' timers
         due = TimerWheel::kNever;
         for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
