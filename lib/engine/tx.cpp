@@ -431,16 +431,13 @@ static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
     return plan_send_timer(p, now);
 }
 
-void Engine::Impl::plan_paths(Conn& c, Time now) {
-    // The retransmission timer a send on the path arms (send_timer): with
-    // one message to send or none (a ping-pong's burst, most often of one
-    // packet) worked out by the burst's first send on each path it uses, so
-    // it pays for one path's, not every path's (issue 24, latency); with more,
-    // here for every path, as the burst is likely to use them all.
-    const bool lazy = c.jobs.size() <= 1;
+// The loop once for each case (plan_paths), so that the case is decided
+// once per burst, not tested once per path.
+template <bool Lazy>
+void Engine::Impl::plan_paths_as(Conn& c, Time now) {
     for (uint32_t pi = 0; pi < c.num_paths; ++pi) {
         TxPath& p = c.paths[pi];
-        if (lazy)
+        if constexpr (Lazy)
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
@@ -458,6 +455,18 @@ void Engine::Impl::plan_paths(Conn& c, Time now) {
         p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(cwnd * 16.0));
         c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
     }
+}
+
+void Engine::Impl::plan_paths(Conn& c, Time now) {
+    // The retransmission timer a send on the path arms (send_timer): with
+    // one message to send or none (a ping-pong's burst, most often of one
+    // packet) worked out by the burst's first send on each path it uses, so
+    // it pays for one path's, not every path's (issue 24, latency); with more,
+    // here for every path, as the burst is likely to use them all.
+    if (c.jobs.size() <= 1)
+        plan_paths_as<true>(c, now);
+    else
+        plan_paths_as<false>(c, now);
 }
 
 // R-SCHED-1..4: the path of every packet, from the burst's plan. The scan
