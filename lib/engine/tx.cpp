@@ -452,7 +452,10 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
         uint64_t k = (p.have_rtt ? p.srtt : 0) / 64 + 16;
         if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
-        p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(cwnd * 16.0));
+        // cwnd * 16 through int64_t: win's conversion above already needs
+        // cwnd < 2^32, so the product fits, and the signed conversion is one
+        // instruction where the unsigned one tests the range first.
+        p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
         c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
     }
 }
