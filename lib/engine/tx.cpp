@@ -450,7 +450,8 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             continue;
         }
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
-        uint64_t k = (p.have_rtt ? p.srtt : 0) / 64 + 16;
+        // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
+        uint64_t k = p.srtt / 64 + 16;
         if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
         // cwnd * 16 through int64_t: win's conversion above already needs
         // cwnd < 2^32, so the product fits, and the signed conversion is one

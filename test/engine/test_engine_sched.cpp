@@ -87,6 +87,24 @@ TEST_CASE("one burst: equal paths take turns and each stops at its window", "[en
     CHECK(p.data_paths(256).empty());      // windows full: nothing more until acks
 }
 
+// plan_paths scores a path by srtt alone, with no test of have_rtt: a path
+// with no RTT sample must read 0 (R-SCHED-2's srtt term before a sample).
+TEST_CASE("a path with no RTT sample yet has srtt 0, sent on or not", "[engine][sched]") {
+    SchedPair p;
+    for (uint16_t i = 0; i < 4; ++i) {
+        PathStats st;
+        REQUIRE(p.a->path_stats(p.ca, i, st) == Status::ok);
+        CHECK(st.srtt == 0);
+    }
+    REQUIRE(p.data_paths(256).size() == 32);  // in flight, none acknowledged
+    for (uint16_t i = 0; i < 4; ++i) {
+        PathStats st;
+        REQUIRE(p.a->path_stats(p.ca, i, st) == Status::ok);
+        CHECK(st.srtt == 0);
+        CHECK(st.inflight == 8);
+    }
+}
+
 TEST_CASE("cutting a burst into calls changes no path choice", "[engine][sched]") {
     SchedPair whole, single, small;
     const std::vector<uint16_t> a = whole.data_paths(256);
