@@ -859,6 +859,8 @@ struct Engine::Impl {
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     size_t emit_ack(Conn& c, uint16_t path, TxPacket* out, size_t room);
     void plan_paths(Conn& c, Time now);
+    // Out of line: inlined into tx() it cost a message alone 8 instructions
+    // more (doc/performance.md 7.1, round 15).
     template <bool Lazy>
     [[gnu::noinline]] void plan_paths_as(Conn& c, Time now);
     Time send_timer(TxPath& p, Time now) const;
