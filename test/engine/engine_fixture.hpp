@@ -30,15 +30,21 @@ struct Side {
     uint64_t addr(size_t off = 0) const { return uint64_t(reinterpret_cast<uintptr_t>(mem.data())) + off; }
 };
 
+// Connects a to b over link and opens stream `id` on both ends, each on its
+// side's PD and CQ.
+inline void connect_stream(PairLink& link, Side& a, Side& b, uint32_t id, uint32_t& ca, uint32_t& cb) {
+    REQUIRE(connect_pair(link, ca, cb));
+    REQUIRE(a.eng.create_stream(ca, id, a.pd, a.cq, a.cq) == Status::ok);
+    REQUIRE(b.eng.create_stream(cb, id, b.pd, b.cq, b.cq) == Status::ok);
+}
+
 struct Fixture {
     EngineConfig cfg;
     Side a, b;
     PairLink link;
     uint32_t ca = 0, cb = 0;
     explicit Fixture(EngineConfig c = {}, size_t bytes = 1 << 20) : cfg(c), a(c, bytes), b(c, bytes), link(a.eng, b.eng) {
-        REQUIRE(connect_pair(link, ca, cb));
-        REQUIRE(a.eng.create_stream(ca, 7, a.pd, a.cq, a.cq) == Status::ok);
-        REQUIRE(b.eng.create_stream(cb, 7, b.pd, b.cq, b.cq) == Status::ok);
+        connect_stream(link, a, b, 7, ca, cb);
     }
     std::vector<Completion> wait(Side& s, size_t n, Time limit = 2'000'000'000) {
         std::vector<Completion> got;

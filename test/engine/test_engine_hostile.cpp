@@ -10,10 +10,12 @@
 #include <cstring>
 #include <vector>
 
-#include "pair_link.hpp"
+#include "engine_fixture.hpp"
 
 using namespace mroce;
+using mroce::test::connect_stream;
 using mroce::test::PairLink;
+using mroce::test::Side;
 using mroce::test::SplitMix;
 
 TEST_CASE("replayed, truncated, corrupted and forged packets are dropped and counted", "[engine][hostile]") {
@@ -166,15 +168,11 @@ TEST_CASE("a message beyond a non-power-of-two stream_depth is stale", "[engine]
     ca_cfg.num_paths = 1;
     cb_cfg.num_paths = 1;
     cb_cfg.stream_depth = 3;
-    Engine a(ca_cfg), b(cb_cfg);
-    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
-    uint32_t cqa, cqb;
-    REQUIRE(a.create_cq(64, cqa) == Status::ok);
-    REQUIRE(b.create_cq(64, cqb) == Status::ok);
-    std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0);
-    MrInfo ms, md;
-    REQUIRE(a.register_mr(pda, src.data(), src.size(), kAccessLocalWrite, ms) == Status::ok);
-    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite, md) == Status::ok);
+    Side sa(ca_cfg, 4096), sb(cb_cfg, 4096);
+    Engine &a = sa.eng, &b = sb.eng;
+    auto &src = sa.mem, &dst = sb.mem;
+    std::fill(src.begin(), src.end(), 0x5a);
+    const MrInfo &ms = sa.mr, &md = sb.mr;
     PairLink link(a, b, 3);
     std::vector<uint8_t> first;  // A's first data packet, kept from B
     link.drop_if = [&](int from, const TxPacket& t) {
@@ -184,9 +182,7 @@ TEST_CASE("a message beyond a non-power-of-two stream_depth is stale", "[engine]
         return true;
     };
     uint32_t ca, cb;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
-    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    connect_stream(link, sa, sb, 1, ca, cb);
     SendWr w;
     w.op = OpKind::write;
     w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data()));
@@ -223,16 +219,12 @@ TEST_CASE("a message beyond a non-power-of-two stream_depth is stale", "[engine]
 TEST_CASE("a two-span datagram whose header straddles the spans is dropped and counted", "[engine][hostile][split]") {
     EngineConfig cfg;
     cfg.num_paths = 1;
-    Engine a(cfg), b(cfg);
-    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
-    uint32_t cqa, cqb;
-    REQUIRE(a.create_cq(64, cqa) == Status::ok);
-    REQUIRE(b.create_cq(64, cqb) == Status::ok);
-    std::vector<uint8_t> src(4096), dst(4096, 0);
+    Side sa(cfg, 4096), sb(cfg, 4096);
+    Engine &a = sa.eng, &b = sb.eng;
+    auto &src = sa.mem, &dst = sb.mem;
     for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 13 + 1);
-    MrInfo ms, md;
-    REQUIRE(a.register_mr(pda, src.data(), src.size(), kAccessLocalWrite, ms) == Status::ok);
-    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite, md) == Status::ok);
+    const MrInfo &ms = sa.mr, &md = sb.mr;
+    const uint32_t cqa = sa.cq;
     PairLink link(a, b, 3);
     std::vector<std::vector<uint8_t>> sent;   // A's datagrams; the first data packet is held back
     link.drop_if = [&](int from, const TxPacket& t) {
@@ -243,9 +235,7 @@ TEST_CASE("a two-span datagram whose header straddles the spans is dropped and c
         return t.payload_len != 0 && sent.size() == 2;
     };
     uint32_t ca, cb;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
-    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    connect_stream(link, sa, sb, 1, ca, cb);
     SendWr w;
     w.wr_id = 1;
     w.op = OpKind::write;

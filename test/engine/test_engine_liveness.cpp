@@ -11,10 +11,12 @@
 #include <cstring>
 #include <vector>
 
-#include "pair_link.hpp"
+#include "engine_fixture.hpp"
 
 using namespace mroce;
+using mroce::test::connect_stream;
 using mroce::test::PairLink;
+using mroce::test::Side;
 
 namespace {
 
@@ -105,20 +107,15 @@ TEST_CASE("liveness: one message at a time, timers settled by each ACK: losses s
           "[engine][liveness]") {
     EngineConfig cfg;
     cfg.conn_timeout = 200'000'000;
-    Engine a(cfg), b(cfg);
+    Side sa(cfg, 64 * 64), sb(cfg, 64 * 64);
+    Engine &a = sa.eng, &b = sb.eng;
     PairLink link(a, b);
     uint32_t ca = 0, cb = 0;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd(), cqa = 0, cqb = 0;
-    REQUIRE(a.create_cq(64, cqa) == Status::ok);
-    REQUIRE(b.create_cq(64, cqb) == Status::ok);
-    std::vector<uint8_t> src(64 * 64), dst(64 * 64, 0);
+    connect_stream(link, sa, sb, 1, ca, cb);
+    auto &src = sa.mem, &dst = sb.mem;
     for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
-    MrInfo ms{}, md{};
-    REQUIRE(a.register_mr(pda, src.data(), src.size(), kAccessLocalWrite, ms) == Status::ok);
-    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite, md) == Status::ok);
-    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
-    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    const MrInfo &ms = sa.mr, &md = sb.mr;
+    const uint32_t cqa = sa.cq;
     // Round r posts messages 2r and 2r + 1 together and waits for both.
     // Every 4th round loses its second data packet once (the first's ACK
     // then leaves it outstanding: its timer must stay), every 4th + 3 its
@@ -191,19 +188,15 @@ TEST_CASE("probing: a failed path backs off, and revives within probe_max_interv
     cfg.num_paths = 2;
     cfg.probe_interval = 1'000'000;
     cfg.probe_max_interval = 50'000'000;
-    Engine a(cfg), b(cfg);
+    Side sa(cfg), sb(cfg);
+    Engine &a = sa.eng, &b = sb.eng;
     PairLink link(a, b);
     uint32_t ca = 0, cb = 0;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd(), cqa = 0, cqb = 0;
-    REQUIRE(a.create_cq(64, cqa) == Status::ok);
-    REQUIRE(b.create_cq(64, cqb) == Status::ok);
-    std::vector<uint8_t> src(1 << 20, 7), dst(1 << 20, 0);
-    MrInfo ms{}, md{};
-    REQUIRE(a.register_mr(pda, src.data(), src.size(), kAccessLocalWrite, ms) == Status::ok);
-    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite, md) == Status::ok);
-    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
-    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    connect_stream(link, sa, sb, 1, ca, cb);
+    auto &src = sa.mem, &dst = sb.mem;
+    std::fill(src.begin(), src.end(), 7);
+    const MrInfo &ms = sa.mr, &md = sb.mr;
+    const uint32_t cqa = sa.cq;
     bool down = true;
     uint64_t probes_on_1 = 0;
     link.drop_if = [&](int from, const TxPacket& t) {
