@@ -787,7 +787,10 @@ struct Engine::Impl {
     }
     // Hands the stream's posted send WRs to the job ring while R-STREAM-5 and R-STREAM-10 allow.
     void schedule_sq(Conn& c, Stream& s);
-    [[gnu::always_inline]] inline bool post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
+    // post_one_buffer's outcome: not its case (nothing written), posted and
+    // in the job ring, or posted and waiting for schedule_sq.
+    enum class Posted : uint8_t { no, queued, waits };
+    [[gnu::always_inline]] inline Posted post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
     void destroy_stream(Conn& c, uint32_t sidx);
     void reclaim_orphans(Conn& c);
 
