@@ -353,7 +353,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
         TxPath& p = c->paths[i];
         p.cc_slot = uint32_t(idx) * cfg.num_paths + i;
         p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
-        p.entropy = i;
+        p.set_entropy(i);
         p.rto = cfg.initial_rto;
     }
     const uint64_t r = crypto_random64();
@@ -456,7 +456,7 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.peer_paths = h.num_paths;
     // R-PLANE-2: both ends use the planes both have; path i is on plane i % planes.
     c.planes = uint8_t(std::max(1, std::min<int>(std::max<int>(cfg.num_planes, 1), std::max<int>(h.num_planes, 1))));
-    for (size_t i = 0; i < c.paths.size(); ++i) c.paths[i].plane = uint8_t(i % c.planes);
+    for (size_t i = 0; i < c.paths.size(); ++i) c.paths[i].set_plane(uint8_t(i % c.planes));
     c.st.planes = c.planes;
     c.rx_paths.assign(h.num_paths, RxPath{});
     c.seg = std::min<uint16_t>(cfg.max_payload, h.max_payload);
@@ -1165,8 +1165,8 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
     const TxPath& p = c->paths[path];
     out = p.st;
     out.state = p.state;
-    out.entropy = p.entropy;
-    out.plane = p.plane;
+    out.entropy = p.entropy();
+    out.plane = p.plane();
     out.cwnd = p.ccv.cwnd;
     out.inflight = p.inflight;
     out.srtt = p.srtt;
@@ -1255,7 +1255,7 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
                             q.ccv.rounds_since_mark > 0;
         if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
             p.marked_rounds = 0;
-            p.entropy = new_entropy(c, p.entropy);
+            p.set_entropy(new_entropy(c, p.entropy()));
             ++p.st.rerouted;
         }
     }

@@ -40,8 +40,19 @@ struct PathTxSlot {
 
 struct TxPath {
     PathStateKind state = PathStateKind::active;
-    uint16_t entropy = 0;
-    uint8_t plane = 0;          // R-PLANE-2: path i is on plane i % Conn::planes, for good
+    // A data packet's TxPacket bytes from path to plane (path 0, the path's
+    // entropy, hdr_len kDataLen, ect 1, the path's plane) as one word: the
+    // only place entropy and plane are kept, so that send_on_path writes the
+    // six fields with one store (issue 24); path is or'ed in per packet.
+    uint64_t tx_stamp = stamp_of(0, 0);
+    uint16_t entropy() const noexcept { return stamp_get<uint16_t>(offsetof(TxPacket, entropy)); }
+    uint8_t plane() const noexcept { return stamp_get<uint8_t>(offsetof(TxPacket, plane)); }  // R-PLANE-2: i % Conn::planes, for good
+    void set_entropy(uint16_t e) noexcept { tx_stamp = stamp_of(e, plane()); }
+    void set_plane(uint8_t pl) noexcept { tx_stamp = stamp_of(entropy(), pl); }
+    // The stamp with path pi: path is its first field.
+    uint64_t stamp_for(uint16_t pi) const noexcept {
+        return tx_stamp | (std::endian::native == std::endian::little ? uint64_t(pi) : uint64_t(pi) << 48);
+    }
     uint32_t snd_nxt = 0;
     uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
@@ -87,6 +98,29 @@ struct TxPath {
     // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
     std::array<PathTxSlot, kPathRing> ring{};
+
+private:
+    static_assert(offsetof(TxPacket, entropy) == offsetof(TxPacket, path) + 2 &&
+                  offsetof(TxPacket, hdr_len) == offsetof(TxPacket, path) + 4 &&
+                  offsetof(TxPacket, ect) == offsetof(TxPacket, path) + 6 &&
+                  offsetof(TxPacket, plane) == offsetof(TxPacket, path) + 7);
+    template <class T>
+    T stamp_get(size_t off) const noexcept {
+        T v;
+        std::memcpy(&v, reinterpret_cast<const uint8_t*>(&tx_stamp) + (off - offsetof(TxPacket, path)), sizeof v);
+        return v;
+    }
+    static uint64_t stamp_of(uint16_t entropy, uint8_t plane) noexcept {
+        TxPacket o;
+        o.path = 0;
+        o.entropy = entropy;
+        o.hdr_len = uint16_t(wire::kDataLen);
+        o.ect = 1;  // R-ECN-1
+        o.plane = plane;
+        uint64_t v;
+        std::memcpy(&v, &o.path, 8);
+        return v;
+    }
 };
 
 // R-PATH-5, R-TIMER-7: the path_floor DATA carries, and the base of the SACK

@@ -264,8 +264,8 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
 static void fill_tx(TxPacket& o, const Conn& c, uint16_t path, size_t hl, uint8_t ctrl_plane = 0) {
     o.peer = c.peer;
     o.path = path;
-    o.entropy = path == kControlPath ? 0 : c.paths[path % c.paths.size()].entropy;
-    o.plane = path == kControlPath ? ctrl_plane : c.paths[path % c.paths.size()].plane;
+    o.entropy = path == kControlPath ? 0 : c.paths[path % c.paths.size()].entropy();
+    o.plane = path == kControlPath ? ctrl_plane : c.paths[path % c.paths.size()].plane();
     o.hdr_len = uint16_t(hl);
     o.ect = 0;
     o.payload = nullptr;
@@ -345,7 +345,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
     // different one on each repeat, so no one plane carries the handshake's
     // answer or a DISCONNECT alone.
     uint8_t ctrl_plane =
-        c.planes > 1 ? c.paths[live_path(c, uint16_t(c.ctrl_retries % c.paths.size()))].plane : 0;
+        c.planes > 1 ? c.paths[live_path(c, uint16_t(c.ctrl_retries % c.paths.size()))].plane() : 0;
     // R-PLANE-6: CONNECT_REQ k on plane k % connect_planes, so no one plane
     // is needed to set the connection up; R-PLANE-7: a CONNECT_ACK on the
     // plane its CONNECT_REQ came in on.
@@ -678,18 +678,14 @@ void Engine::Impl::release_retired(Conn& c) {
         o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
     }
     o.peer = c.peer;
-    o.path = uint16_t(pi);
-    o.entropy = p.entropy;
     if (hdr_template) {
-        // hdr_len, ect (R-ECN-1) and plane (R-PLANE-2), adjacent: one store.
-        static_assert(offsetof(TxPacket, ect) == offsetof(TxPacket, hdr_len) + 2 &&
-                      offsetof(TxPacket, plane) == offsetof(TxPacket, hdr_len) + 3);
-        const uint32_t tail = std::endian::native == std::endian::little
-                                  ? uint32_t(wire::kDataLen) | 1u << 16 | uint32_t(p.plane) << 24
-                                  : uint32_t(wire::kDataLen) << 16 | 1u << 8 | uint32_t(p.plane);
-        std::memcpy(&o.hdr_len, &tail, 4);
+        // path, entropy, hdr_len, ect (R-ECN-1) and plane (R-PLANE-2), adjacent: one store.
+        const uint64_t stamp = p.stamp_for(uint16_t(pi));
+        std::memcpy(&o.path, &stamp, 8);
     } else {
-        o.plane = p.plane;  // R-PLANE-2
+        o.path = uint16_t(pi);
+        o.entropy = p.entropy();
+        o.plane = p.plane();  // R-PLANE-2
         o.ect = 1;  // R-ECN-1
     }
     o.payload = t.payload;
@@ -1117,7 +1113,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
 void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
     if (p.state != PathStateKind::active) return;
     p.state = PathStateKind::failed;
-    p.entropy = new_entropy(c, p.entropy);
+    p.set_entropy(new_entropy(c, p.entropy()));
     ++p.st.rerouted;
     p.next_probe = now;
     p.probe_gap = p.have_rtt ? std::min<Time>(cfg.probe_interval, kProbeRtts * p.srtt) : cfg.probe_interval;
