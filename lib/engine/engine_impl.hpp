@@ -650,7 +650,7 @@ struct Engine::Impl {
     std::vector<CcFeedback> cc_fb;     // offload_cc: records not yet taken, [cc_head, cc_tail)
     uint32_t cc_head = 0, cc_tail = 0;
     uint32_t cc_gen_next = 1;          // path incarnations (CcFeedback::gen)
-    const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing
+    const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing (set for the general steps: rx_whole_write reads none)
     // Decoded into in place by rx_one: a Packet on the stack would be zeroed per packet.
     wire::Packet rx_pk;
     // emit_segment_run's per-message template, transmit record and header

@@ -29,10 +29,7 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
     Impl& I = *impl_;
     I.last_now = now;
     I.st.rx_packets += n;  // every datagram, whatever becomes of it
-    for (size_t i = 0; i < n; ++i) {
-        I.cur_rx = &pkts[i];
-        I.rx_one(pkts[i], now);
-    }
+    for (const RxPacket* const end = pkts + n; pkts != end; ++pkts) I.rx_one(*pkts, now);
 }
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
@@ -51,6 +48,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         src = wire::detail::get32(p + 8);
         if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce, now)) [[likely]]
             return;
+        cur_rx = &rp;  // read by the general steps only (deferred placement, connection set-up)
         wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
         if (dst != 0 && src != 0) [[likely]]
             e = wire::detail::decode_data_fields(p, rp.len, pk.data);
@@ -62,6 +60,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         pk.payload = {p + wire::kDataLen, pk.data.payload_len};
         pk.payload_tail = {};
     } else {
+        cur_rx = &rp;
         if (!rx_other(rp, now)) return;
         dst = pk.common.dst_conn;  // a data packet in two spans, decoded whole
         src = pk.common.src_conn;
