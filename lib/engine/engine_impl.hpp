@@ -831,9 +831,7 @@ struct Engine::Impl {
     // rx
     [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
     [[gnu::noinline]] bool rx_other(const RxPacket& p, Time now);
-    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src,
-                                                      const uint8_t& ce,
-                                                      Time now);
+    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce, Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);

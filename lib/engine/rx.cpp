@@ -44,11 +44,13 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     // is found. Anything else: rx_other.
     if (rp.len2 == 0 && rp.len >= wire::kDataLen &&
         wire::detail::get16(p) == (wire::kVersion << 8 | uint8_t(PacketType::data))) [[likely]] {  // version, type
-        dst = wire::detail::get32(p + 4);
-        src = wire::detail::get32(p + 8);
-        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce, now)) [[likely]]
+        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, rp.ce, now)) [[likely]]
             return;
         cur_rx = &rp;  // read by the general steps only (deferred placement, connection set-up)
+        // Read again, not held from before rx_whole_write: fewer values kept
+        // in saved registers across the fast path.
+        dst = wire::detail::get32(p + 4);
+        src = wire::detail::get32(p + 8);
         wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
         if (dst != 0 && src != 0) [[likely]]
             e = wire::detail::decode_data_fields(p, rp.len, pk.data);
@@ -92,11 +94,11 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
 // from the start, which decide it. What it changed by then the general steps
 // repeat to the same effect: wake, last_rx, apply_floor (a no-op the second
 // time).
-bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, const uint8_t& ce,
-                                  Time now) {
+bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce, Time now) {
     using wire::detail::get16;
     using wire::detail::get32;
     using wire::detail::get64;
+    const uint32_t dst = get32(p + 4), src = get32(p + 8);
     const uint32_t plen = get16(p + 26);
     // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
     // exactly the datagram after the header; a void packet places nothing.
