@@ -153,10 +153,15 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     // on them (fewer registers kept across the call), and before the later
     // messages waiting for this one are executed (an atomic among them reads
     // what this WRITE wrote, R-CMPL-3); the ACK that reports them leaves
-    // after this returns (R-ACK-8).
+    // after this returns (R-ACK-8). rx_held is tested before the copy (which
+    // writes application memory only), so that in the common case nothing of
+    // this packet is kept across the call.
+    if (s.rx_held) [[unlikely]] {
+        if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
+        if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
+        return true;
+    }
     if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
-    if (s.rx_held && s.rx[s.rx_next & s.rx_mask].active) [[unlikely]]
-        advance_rx(c, s, sidx);  // later messages waiting for it
     return true;
 }
 
