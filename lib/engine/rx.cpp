@@ -125,8 +125,7 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
         [[unlikely]]
         return false;
     // place_next_write's steps.
-    uint32_t sidx = 0;
-    Stream* sp = c.find_stream(get32(p + 28), &sidx);
+    Stream* sp = c.find_stream(get32(p + 28));
     const uint32_t msg_seq = get32(p + 32);
     if (!sp || sp->error || msg_seq != sp->rx_next || (sp->rx_held && sp->rx[msg_seq & sp->rx_mask].active))
         [[unlikely]]
@@ -158,7 +157,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     // this packet is kept across the call.
     if (s.rx_held) [[unlikely]] {
         if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
-        if (s.rx[s.rx_next & s.rx_mask].active) advance_rx(c, s, sidx);  // later messages waiting for it
+        if (s.rx[s.rx_next & s.rx_mask].active)  // later messages waiting for it
+            advance_rx(c, s, uint32_t(sp - c.streams.data()));  // the index worked out here, not kept
         return true;
     }
     if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
