@@ -810,6 +810,13 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     const uint32_t csn_una = c.csn_una, csn_limit = c.csn_limit;
     uint32_t csn_nxt = c.csn_nxt;
     const uint32_t csn_first = csn_nxt;
+    // R-CSN-5's test (csn_nxt - csn_una >= csn_limit) and the records' room
+    // (csn_nxt - csn_una > mask) as the CSN at which each first holds: the
+    // run takes one CSN a packet, so it meets each exactly there (or now,
+    // where one holds from the start).
+    const uint32_t csn_stop = csn_nxt - csn_una >= csn_limit ? csn_nxt : csn_una + csn_limit;
+    auto grow_at = [&] { return csn_nxt - csn_una > mask ? csn_nxt : csn_una + mask + 1; };
+    uint32_t csn_grow = grow_at();
     // The common header's bytes, the same for every packet of the run but
     // its path id: built once, copied per packet.
     uint8_t common[wire::kCommonLen];
@@ -829,11 +836,12 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         if (hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
-        if (csn_nxt - csn_una >= csn_limit) { blocked = true; break; }  // R-CSN-5
-        if (csn_nxt - csn_una > mask) [[unlikely]] {
+        if (csn_nxt == csn_stop) { blocked = true; break; }  // R-CSN-5
+        if (csn_nxt == csn_grow) [[unlikely]] {
             c.csn_nxt = csn_nxt;
             grow_txpkts(c);
             mask = uint32_t(c.txpkts.size() - 1);
+            csn_grow = grow_at();
         }
         c.jobs.drop_front();
         w.next_seg = 1;
