@@ -103,8 +103,13 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
     // exactly the datagram after the header; a void packet places nothing.
     // msg_len (36) and offset (40) read as one big-endian word: plen, then 0.
+    // No test of dst or src for 0 (R-WIRE-5): no connection has id 0
+    // (KeyTable never issues it, and conn(0) finds no slot), and an
+    // established or closing connection's remote_conn came from a decoded
+    // CONNECT_REQ or CONNECT_ACK, whose src_conn decode requires nonzero; so
+    // either one 0 fails the look-up or the peer test below and returns false.
     if (get64(p + 36) != uint64_t(plen) << 32 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
-        (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
+        (p[25] & wire::kDataVoid))
         return false;
     const uint64_t raddr = get64(p + 48);
     const uint64_t psn_csn = get64(p + 16);  // psn (16), csn (20): one read
