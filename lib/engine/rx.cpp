@@ -561,6 +561,10 @@ bool Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
 // Step 16 of doc/spec.md section 5 after the payload is in place: count it,
 // record its PSN and make the path's ACK due (R-ACK-1, R-ACK-2).
 void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now, bool deferring) {
+    // First: nothing below reads it, and a caller that reads ts from the wire
+    // then holds it across none of the stores below (which may alias the
+    // wire bytes, so the load cannot move past them).
+    rp.ts_last = r.ts;
     if (r.accepted) {
         if (deferring) c.rx_csn_done.mark(r.csn);
         ++c.st.rx_data_packets;
@@ -577,7 +581,6 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now,
         if (rp.ce_pending < rp.rx_pending) ++rp.ce_pending;
         rp.ack_ce = true;
     }
-    rp.ts_last = r.ts;
     if (r.ack_now || rp.sack.has_gap()) rp.ack_now = true;
     if (!rp.ack_pending) {
         rp.ack_pending = true;
