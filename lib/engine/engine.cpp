@@ -928,7 +928,7 @@ inline Engine::Impl::Posted Engine::Impl::post_one_buffer(Conn& c, Stream& s, ui
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
-    if (c && c->in_ready && c->in_timed && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
+    if (c && c->awake() && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
         const uint32_t sidx = c->last_stream_idx;
         Stream& s = c->streams[sidx];
         if (s.sq_tail - s.sq_head < s.sq_depth && !s.sq.empty()) [[likely]] {

@@ -400,6 +400,14 @@ struct Conn {
     bool red = false;
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::wheel (tnode scheduled), or its timers being run
+    // in_ready and in_timed both set, tested as one 2-byte word (adjacent
+    // bools, 0 or 1): every datagram and every post asks it.
+    bool awake() const noexcept {
+        static_assert(sizeof(bool) == 1);
+        uint16_t v;
+        std::memcpy(&v, &in_ready, 2);
+        return v == 0x0101;
+    }
     // The connection's place on the timing wheel: due at the earliest of its
     // timers (RTO, tail probe, connect/disconnect retry, RNR, probe, silence)
     // and, while parked off the ready list by its pacer, its release time.
@@ -673,7 +681,7 @@ struct Engine::Impl {
     Conn* new_conn(uint32_t peer);
     // Inline: every received datagram wakes its connection, nearly always already awake.
     [[gnu::always_inline]] void wake(Conn& c) {
-        if (c.in_ready && c.in_timed) [[likely]]
+        if (c.awake()) [[likely]]
             return;
         wake_slow(c);
     }
@@ -700,7 +708,7 @@ struct Engine::Impl {
     // look: the same timer conn_timers would schedule, at last_rx +
     // conn_timeout (fired no later than a look would find it due).
     [[gnu::always_inline]] void wake_post(Conn& c) {
-        if (c.in_ready && c.in_timed) [[likely]]
+        if (c.awake()) [[likely]]
             return;
         if (!c.in_timed && quiet(c)) {
             if (!c.in_ready) {
