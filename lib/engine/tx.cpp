@@ -798,9 +798,11 @@ static bool single_flags(const SendWqe& w) {
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     uint32_t mask = uint32_t(c.txpkts.size() - 1);
-    // The packet cursor against its end: no count kept in the loop.
+    // The packet cursor against its end: no count kept in the loop. Nothing
+    // in the run adds jobs and each packet takes one, so the end is also
+    // where the job ring runs empty.
     TxPacket* op = out;
-    TxPacket* const end = out + max;
+    TxPacket* const end = out + std::min<size_t>(max, c.jobs.size());
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
     // Locals for what no step of the run changes but the run itself (the
@@ -822,7 +824,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     uint8_t common[wire::kCommonLen];
     wire::detail::put_common(common,
                              wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
-    while (op != end && !c.jobs.empty()) {
+    while (op != end) {
         // The job's fields read where they lie (no copy through the stack).
         const TxJob& jr = c.jobs.front();
         if (jr.kind != JobKind::request) break;
