@@ -891,11 +891,10 @@ inline Engine::Impl::Posted Engine::Impl::post_one_buffer(Conn& c, Stream& s, ui
     return Status::ok;
 }
 
-// post_send with every step: the connection woken, the stream looked up
-// by id, its first queue allocated, then post_one_buffer or the general path.
-[[gnu::noinline]] static Status post_send_full(Engine::Impl& I, uint32_t conn, uint32_t stream_id,
-                                               const SendWr& wr) {
-    Conn* c = I.conn(conn);
+// post_send with every step (c: the connection post_send found, or null):
+// the connection woken, the stream looked up by id, its first queue
+// allocated, then post_one_buffer or the general path.
+[[gnu::noinline]] static Status post_send_full(Engine::Impl& I, Conn* c, uint32_t stream_id, const SendWr& wr) {
     if (!c) return Status::no_such_object;
     I.wake_post(*c);
     if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
@@ -924,7 +923,8 @@ inline Engine::Impl::Posted Engine::Impl::post_one_buffer(Conn& c, Stream& s, ui
 // return at once), its last stream named again, a queue not full and already
 // allocated, and post_one_buffer's case; every other post is post_send_full,
 // from the start (nothing was changed before it). Its only calls are tail
-// calls, so it saves and restores no register.
+// calls: no frame of locals, no value kept across a call, and the register
+// saves only after the connection's tests.
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
@@ -939,7 +939,7 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
             }
         }
     }
-    return post_send_full(I, conn, stream_id, wr);
+    return post_send_full(I, c, stream_id, wr);
 }
 
 static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }
