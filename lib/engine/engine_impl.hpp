@@ -46,7 +46,8 @@ struct TxPath {
     // six fields with one store (issue 24); path is or'ed in per packet.
     uint64_t tx_stamp = stamp_of(0, 0);
     uint16_t entropy() const noexcept { return stamp_get<uint16_t>(offsetof(TxPacket, entropy)); }
-    uint8_t plane() const noexcept { return stamp_get<uint8_t>(offsetof(TxPacket, plane)); }  // R-PLANE-2: i % Conn::planes, for good
+    // R-PLANE-2: path i is on plane i % Conn::planes, for good.
+    uint8_t plane() const noexcept { return stamp_get<uint8_t>(offsetof(TxPacket, plane)); }
     void set_entropy(uint16_t e) noexcept { tx_stamp = stamp_of(e, plane()); }
     void set_plane(uint8_t pl) noexcept { tx_stamp = stamp_of(entropy(), pl); }
     // The stamp with path pi: path is its first field.

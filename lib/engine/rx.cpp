@@ -107,7 +107,8 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     // (KeyTable never issues it, and conn(0) finds no slot), and an
     // established or closing connection's remote_conn came from a decoded
     // CONNECT_REQ or CONNECT_ACK, whose src_conn decode requires nonzero; so
-    // either one 0 fails the look-up or the peer test below and returns false.
+    // either one 0 fails the look-up or the peer test below and returns
+    // false before anything is changed.
     if (get64(p + 36) != uint64_t(plen) << 32 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
         (p[25] & wire::kDataVoid))
         return false;
@@ -118,9 +119,11 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     Conn* cp = conn(dst);
     if (!cp) [[unlikely]] return false;
     Conn& c = *cp;
-    wake(c);
+    // The peer test before the wake (which changes neither remote_conn nor
+    // state): a packet that fails it, src 0 among them, leaves no trace here.
     if (src != c.remote_conn || (c.state != ConnState::established && c.state != ConnState::closing)) [[unlikely]]
         return false;
+    wake(c);
     c.last_rx = now;
     const uint16_t pi = get16(p + 12);
     if (pi >= c.peer_paths || cfg.deferred_placement) [[unlikely]] return false;
