@@ -353,7 +353,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
         TxPath& p = c->paths[i];
         p.cc_slot = uint32_t(idx) * cfg.num_paths + i;
         p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
-        p.entropy = i;
+        p.set_entropy(i);
         p.rto = cfg.initial_rto;
     }
     const uint64_t r = crypto_random64();
@@ -456,7 +456,7 @@ void Engine::Impl::establish(Conn& c, const wire::ConnectHeader& h, Time now) {
     c.peer_paths = h.num_paths;
     // R-PLANE-2: both ends use the planes both have; path i is on plane i % planes.
     c.planes = uint8_t(std::max(1, std::min<int>(std::max<int>(cfg.num_planes, 1), std::max<int>(h.num_planes, 1))));
-    for (size_t i = 0; i < c.paths.size(); ++i) c.paths[i].plane = uint8_t(i % c.planes);
+    for (size_t i = 0; i < c.paths.size(); ++i) c.paths[i].set_plane(uint8_t(i % c.planes));
     c.st.planes = c.planes;
     c.rx_paths.assign(h.num_paths, RxPath{});
     c.seg = std::min<uint16_t>(cfg.max_payload, h.max_payload);
@@ -745,17 +745,17 @@ static void gather_copy(uint8_t* dst, const Entry* e, uint32_t n, Where where) {
 // reads a slot's SendAux unless gather or an atomic says so) and, when every
 // WR before it is in the job ring and the window allows, it joins the ring
 // at once: what the general path and schedule_sq do, without their
-// per-WR re-checks and divisions. False: nothing done, the general path runs.
-inline bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr) {
+// per-WR re-checks and divisions. Posted::no: nothing done, the general path runs.
+inline Engine::Impl::Posted Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr) {
     static_assert(uint8_t(OpKind::send) == 0 && uint8_t(OpKind::send_imm) == 1 && uint8_t(OpKind::write) == 2 &&
                   uint8_t(OpKind::write_imm) == 3);
     if (wr.num_sge != 0 || wr.inline_data || uint8_t(wr.op) > uint8_t(OpKind::write_imm) || s.error ||
         c.state != ConnState::established || wr.length > kMaxMessageSize)
-        return false;
+        return Posted::no;
     uint8_t* local = nullptr;
     if (wr.length > 0) {
         local = mrs.check_local(wr.lkey, wr.local_addr, wr.length, false);  // R-MEM-4
-        if (!local) return false;  // the general path fails it (loc_prot_err)
+        if (!local) return Posted::no;  // the general path fails it (loc_prot_err)
     }
     // opcode_of and consumes_recv for the four kinds that pass above, by
     // arithmetic instead of opcode_of's table and three compares.
@@ -797,10 +797,9 @@ inline bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, con
     if (s.sq_jobs == msg_seq && msg_seq - s.sq_head < s.sq_limit) {
         c.jobs.push(TxJob{sidx, slot, JobKind::request});
         ++s.sq_jobs;
-    } else {
-        schedule_sq(c, s);
+        return Posted::queued;
     }
-    return true;
+    return Posted::waits;  // the caller runs schedule_sq
 }
 
 // Everything post_one_buffer leaves (lists, inline data, READ, atomics, a
@@ -892,9 +891,10 @@ inline bool Engine::Impl::post_one_buffer(Conn& c, Stream& s, uint32_t sidx, con
     return Status::ok;
 }
 
-Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
-    Impl& I = *impl_;
-    Conn* c = I.conn(conn);
+// post_send with every step (c: the connection post_send found, or null):
+// the connection woken, the stream looked up by id, its first queue
+// allocated, then post_one_buffer or the general path.
+[[gnu::noinline]] static Status post_send_full(Engine::Impl& I, Conn* c, uint32_t stream_id, const SendWr& wr) {
     if (!c) return Status::no_such_object;
     I.wake_post(*c);
     if (c->state != ConnState::established && c->state != ConnState::connecting) return Status::bad_state;
@@ -906,8 +906,40 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         s->sq.resize(size_t(s->sq_mask) + 1);
         s->sq_aux.resize(s->sq.size());
     }
-    if (I.post_one_buffer(*c, *s, sidx, wr)) return Status::ok;
+    switch (I.post_one_buffer(*c, *s, sidx, wr)) {
+    case Engine::Impl::Posted::queued: return Status::ok;
+    case Engine::Impl::Posted::waits: I.schedule_sq(*c, *s); return Status::ok;
+    case Engine::Impl::Posted::no: break;
+    }
     return post_send_general(I, c, s, wr);
+}
+
+[[gnu::noinline]] static Status schedule_sq_ok(Engine::Impl& I, Conn& c, Stream& s) {
+    I.schedule_sq(c, s);
+    return Status::ok;
+}
+
+// The common post (issue 24): a connection already awake (wake_post would
+// return at once), its last stream named again, a queue not full and already
+// allocated, and post_one_buffer's case; every other post is post_send_full,
+// from the start (nothing was changed before it). Its only calls are tail
+// calls: no frame of locals, no value kept across a call, and the register
+// saves only after the connection's tests.
+Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
+    Impl& I = *impl_;
+    Conn* c = I.conn(conn);
+    if (c && c->awake() && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
+        const uint32_t sidx = c->last_stream_idx;
+        Stream& s = c->streams[sidx];
+        if (s.sq_tail - s.sq_head < s.sq_depth && !s.sq.empty()) [[likely]] {
+            switch (I.post_one_buffer(*c, s, sidx, wr)) {
+            case Engine::Impl::Posted::queued: return Status::ok;
+            case Engine::Impl::Posted::waits: return schedule_sq_ok(I, *c, s);
+            case Engine::Impl::Posted::no: break;
+            }
+        }
+    }
+    return post_send_full(I, c, stream_id, wr);
 }
 
 static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }
@@ -1133,8 +1165,8 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
     const TxPath& p = c->paths[path];
     out = p.st;
     out.state = p.state;
-    out.entropy = p.entropy;
-    out.plane = p.plane;
+    out.entropy = p.entropy();
+    out.plane = p.plane();
     out.cwnd = p.ccv.cwnd;
     out.inflight = p.inflight;
     out.srtt = p.srtt;
@@ -1223,7 +1255,7 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
                             q.ccv.rounds_since_mark > 0;
         if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
             p.marked_rounds = 0;
-            p.entropy = new_entropy(c, p.entropy);
+            p.set_entropy(new_entropy(c, p.entropy()));
             ++p.st.rerouted;
         }
     }

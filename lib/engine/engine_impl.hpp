@@ -40,8 +40,20 @@ struct PathTxSlot {
 
 struct TxPath {
     PathStateKind state = PathStateKind::active;
-    uint16_t entropy = 0;
-    uint8_t plane = 0;          // R-PLANE-2: path i is on plane i % Conn::planes, for good
+    // A data packet's TxPacket bytes from path to plane (path 0, the path's
+    // entropy, hdr_len kDataLen, ect 1, the path's plane) as one word: the
+    // only place entropy and plane are kept, so that send_on_path writes the
+    // six fields with one store (issue 24); path is or'ed in per packet.
+    uint64_t tx_stamp = stamp_of(0, 0);
+    uint16_t entropy() const noexcept { return stamp_get<uint16_t>(offsetof(TxPacket, entropy)); }
+    // R-PLANE-2: path i is on plane i % Conn::planes, for good.
+    uint8_t plane() const noexcept { return stamp_get<uint8_t>(offsetof(TxPacket, plane)); }
+    void set_entropy(uint16_t e) noexcept { tx_stamp = stamp_of(e, plane()); }
+    void set_plane(uint8_t pl) noexcept { tx_stamp = stamp_of(entropy(), pl); }
+    // The stamp with path pi: path is its first field.
+    uint64_t stamp_for(uint16_t pi) const noexcept {
+        return tx_stamp | (std::endian::native == std::endian::little ? uint64_t(pi) : uint64_t(pi) << 48);
+    }
     uint32_t snd_nxt = 0;
     uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
@@ -87,6 +99,29 @@ struct TxPath {
     // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
     std::array<PathTxSlot, kPathRing> ring{};
+
+private:
+    static_assert(offsetof(TxPacket, entropy) == offsetof(TxPacket, path) + 2 &&
+                  offsetof(TxPacket, hdr_len) == offsetof(TxPacket, path) + 4 &&
+                  offsetof(TxPacket, ect) == offsetof(TxPacket, path) + 6 &&
+                  offsetof(TxPacket, plane) == offsetof(TxPacket, path) + 7);
+    template <class T>
+    T stamp_get(size_t off) const noexcept {
+        T v;
+        std::memcpy(&v, reinterpret_cast<const uint8_t*>(&tx_stamp) + (off - offsetof(TxPacket, path)), sizeof v);
+        return v;
+    }
+    static uint64_t stamp_of(uint16_t entropy, uint8_t plane) noexcept {
+        TxPacket o;
+        o.path = 0;
+        o.entropy = entropy;
+        o.hdr_len = uint16_t(wire::kDataLen);
+        o.ect = 1;  // R-ECN-1
+        o.plane = plane;
+        uint64_t v;
+        std::memcpy(&v, &o.path, 8);
+        return v;
+    }
 };
 
 // R-PATH-5, R-TIMER-7: the path_floor DATA carries, and the base of the SACK
@@ -366,6 +401,14 @@ struct Conn {
     bool red = false;
     bool in_ready = false;         // on Engine::Impl::ready (may have something to send)
     bool in_timed = false;         // on Engine::Impl::wheel (tnode scheduled), or its timers being run
+    // in_ready and in_timed both set, tested as one 2-byte word (adjacent
+    // bools, 0 or 1): every datagram and every post asks it.
+    bool awake() const noexcept {
+        static_assert(sizeof(bool) == 1);
+        uint16_t v;
+        std::memcpy(&v, &in_ready, 2);
+        return v == 0x0101;
+    }
     // The connection's place on the timing wheel: due at the earliest of its
     // timers (RTO, tail probe, connect/disconnect retry, RNR, probe, silence)
     // and, while parked off the ready list by its pacer, its release time.
@@ -616,7 +659,7 @@ struct Engine::Impl {
     std::vector<CcFeedback> cc_fb;     // offload_cc: records not yet taken, [cc_head, cc_tail)
     uint32_t cc_head = 0, cc_tail = 0;
     uint32_t cc_gen_next = 1;          // path incarnations (CcFeedback::gen)
-    const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing
+    const RxPacket* cur_rx = nullptr;  // datagram rx_one is processing (set for the general steps: rx_whole_write reads none)
     // Decoded into in place by rx_one: a Packet on the stack would be zeroed per packet.
     wire::Packet rx_pk;
     // emit_segment_run's per-message template, transmit record and header
@@ -639,7 +682,7 @@ struct Engine::Impl {
     Conn* new_conn(uint32_t peer);
     // Inline: every received datagram wakes its connection, nearly always already awake.
     [[gnu::always_inline]] void wake(Conn& c) {
-        if (c.in_ready && c.in_timed) [[likely]]
+        if (c.awake()) [[likely]]
             return;
         wake_slow(c);
     }
@@ -666,7 +709,7 @@ struct Engine::Impl {
     // look: the same timer conn_timers would schedule, at last_rx +
     // conn_timeout (fired no later than a look would find it due).
     [[gnu::always_inline]] void wake_post(Conn& c) {
-        if (c.in_ready && c.in_timed) [[likely]]
+        if (c.awake()) [[likely]]
             return;
         if (!c.in_timed && quiet(c)) {
             if (!c.in_ready) {
@@ -787,16 +830,17 @@ struct Engine::Impl {
     }
     // Hands the stream's posted send WRs to the job ring while R-STREAM-5 and R-STREAM-10 allow.
     void schedule_sq(Conn& c, Stream& s);
-    [[gnu::always_inline]] inline bool post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
+    // post_one_buffer's outcome: not its case (nothing written), posted and
+    // in the job ring, or posted and waiting for schedule_sq.
+    enum class Posted : uint8_t { no, queued, waits };
+    [[gnu::always_inline]] inline Posted post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
     void destroy_stream(Conn& c, uint32_t sidx);
     void reclaim_orphans(Conn& c);
 
     // rx
     [[gnu::always_inline]] inline void rx_one(const RxPacket& p, Time now);
     [[gnu::noinline]] bool rx_other(const RxPacket& p, Time now);
-    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src,
-                                                      const uint8_t& ce,
-                                                      Time now);
+    [[gnu::always_inline]] inline bool rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce, Time now);
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);

@@ -29,10 +29,7 @@ void Engine::rx_burst(const RxPacket* pkts, size_t n, Time now) {
     Impl& I = *impl_;
     I.last_now = now;
     I.st.rx_packets += n;  // every datagram, whatever becomes of it
-    for (size_t i = 0; i < n; ++i) {
-        I.cur_rx = &pkts[i];
-        I.rx_one(pkts[i], now);
-    }
+    for (const RxPacket* const end = pkts + n; pkts != end; ++pkts) I.rx_one(*pkts, now);
 }
 
 void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
@@ -47,10 +44,13 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
     // is found. Anything else: rx_other.
     if (rp.len2 == 0 && rp.len >= wire::kDataLen &&
         wire::detail::get16(p) == (wire::kVersion << 8 | uint8_t(PacketType::data))) [[likely]] {  // version, type
+        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, rp.ce, now)) [[likely]]
+            return;
+        cur_rx = &rp;  // read by the general steps only (deferred placement, connection set-up)
+        // Read again, not held from before rx_whole_write: fewer values kept
+        // in saved registers across the fast path.
         dst = wire::detail::get32(p + 4);
         src = wire::detail::get32(p + 8);
-        if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, dst, src, rp.ce, now)) [[likely]]
-            return;
         wire::DecodeError e = wire::DecodeError::inconsistent;  // R-WIRE-5
         if (dst != 0 && src != 0) [[likely]]
             e = wire::detail::decode_data_fields(p, rp.len, pk.data);
@@ -62,6 +62,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         pk.payload = {p + wire::kDataLen, pk.data.payload_len};
         pk.payload_tail = {};
     } else {
+        cur_rx = &rp;
         if (!rx_other(rp, now)) return;
         dst = pk.common.dst_conn;  // a data packet in two spans, decoded whole
         src = pk.common.src_conn;
@@ -93,17 +94,23 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
 // from the start, which decide it. What it changed by then the general steps
 // repeat to the same effect: wake, last_rx, apply_floor (a no-op the second
 // time).
-bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint32_t src, const uint8_t& ce,
-                                  Time now) {
+bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce, Time now) {
     using wire::detail::get16;
     using wire::detail::get32;
     using wire::detail::get64;
+    const uint32_t dst = get32(p + 4), src = get32(p + 8);
     const uint32_t plen = get16(p + 26);
     // payload_len == msg_len with offset 0: the whole message (R-WIRE-7), and
     // exactly the datagram after the header; a void packet places nothing.
     // msg_len (36) and offset (40) read as one big-endian word: plen, then 0.
+    // No test of dst or src for 0 (R-WIRE-5): no connection has id 0
+    // (KeyTable never issues it, and conn(0) finds no slot), and an
+    // established or closing connection's remote_conn came from a decoded
+    // CONNECT_REQ or CONNECT_ACK, whose src_conn decode requires nonzero; so
+    // either one 0 fails the look-up or the peer test below and returns
+    // false before anything is changed.
     if (get64(p + 36) != uint64_t(plen) << 32 || n != wire::kDataLen + plen || plen > wire::kMaxPayload ||
-        (p[25] & wire::kDataVoid) || dst == 0 || src == 0)
+        (p[25] & wire::kDataVoid))
         return false;
     const uint64_t raddr = get64(p + 48);
     const uint64_t psn_csn = get64(p + 16);  // psn (16), csn (20): one read
@@ -112,9 +119,11 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     Conn* cp = conn(dst);
     if (!cp) [[unlikely]] return false;
     Conn& c = *cp;
-    wake(c);
+    // The peer test before the wake (which changes neither remote_conn nor
+    // state): a packet that fails it, src 0 among them, leaves no trace here.
     if (src != c.remote_conn || (c.state != ConnState::established && c.state != ConnState::closing)) [[unlikely]]
         return false;
+    wake(c);
     c.last_rx = now;
     const uint16_t pi = get16(p + 12);
     if (pi >= c.peer_paths || cfg.deferred_placement) [[unlikely]] return false;
@@ -124,8 +133,7 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
         [[unlikely]]
         return false;
     // place_next_write's steps.
-    uint32_t sidx = 0;
-    Stream* sp = c.find_stream(get32(p + 28), &sidx);
+    Stream* sp = c.find_stream(get32(p + 28));
     const uint32_t msg_seq = get32(p + 32);
     if (!sp || sp->error || msg_seq != sp->rx_next || (sp->rx_held && sp->rx[msg_seq & sp->rx_mask].active))
         [[unlikely]]
@@ -152,10 +160,16 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, uint32_t dst, uint
     // on them (fewer registers kept across the call), and before the later
     // messages waiting for this one are executed (an atomic among them reads
     // what this WRITE wrote, R-CMPL-3); the ACK that reports them leaves
-    // after this returns (R-ACK-8).
+    // after this returns (R-ACK-8). rx_held is tested before the copy (which
+    // writes application memory only), so that in the common case nothing of
+    // this packet is kept across the call.
+    if (s.rx_held) [[unlikely]] {
+        if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
+        if (s.rx[s.rx_next & s.rx_mask].active)  // later messages waiting for it
+            advance_rx(c, s, uint32_t(sp - c.streams.data()));  // the index worked out here, not kept
+        return true;
+    }
     if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
-    if (s.rx_held && s.rx[s.rx_next & s.rx_mask].active) [[unlikely]]
-        advance_rx(c, s, sidx);  // later messages waiting for it
     return true;
 }
 
@@ -550,6 +564,10 @@ bool Engine::Impl::not_placed(Conn& c, const wire::DataHeader& d, Placed res) {
 // Step 16 of doc/spec.md section 5 after the payload is in place: count it,
 // record its PSN and make the path's ACK due (R-ACK-1, R-ACK-2).
 void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now, bool deferring) {
+    // First: nothing below reads it, and a caller that reads ts from the wire
+    // then holds it across none of the stores below (which may alias the
+    // wire bytes, so the load cannot move past them).
+    rp.ts_last = r.ts;
     if (r.accepted) {
         if (deferring) c.rx_csn_done.mark(r.csn);
         ++c.st.rx_data_packets;
@@ -566,7 +584,6 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now,
         if (rp.ce_pending < rp.rx_pending) ++rp.ce_pending;
         rp.ack_ce = true;
     }
-    rp.ts_last = r.ts;
     if (r.ack_now || rp.sack.has_gap()) rp.ack_now = true;
     if (!rp.ack_pending) {
         rp.ack_pending = true;

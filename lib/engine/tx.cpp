@@ -264,8 +264,8 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
 static void fill_tx(TxPacket& o, const Conn& c, uint16_t path, size_t hl, uint8_t ctrl_plane = 0) {
     o.peer = c.peer;
     o.path = path;
-    o.entropy = path == kControlPath ? 0 : c.paths[path % c.paths.size()].entropy;
-    o.plane = path == kControlPath ? ctrl_plane : c.paths[path % c.paths.size()].plane;
+    o.entropy = path == kControlPath ? 0 : c.paths[path % c.paths.size()].entropy();
+    o.plane = path == kControlPath ? ctrl_plane : c.paths[path % c.paths.size()].plane();
     o.hdr_len = uint16_t(hl);
     o.ect = 0;
     o.payload = nullptr;
@@ -345,7 +345,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
     // different one on each repeat, so no one plane carries the handshake's
     // answer or a DISCONNECT alone.
     uint8_t ctrl_plane =
-        c.planes > 1 ? c.paths[live_path(c, uint16_t(c.ctrl_retries % c.paths.size()))].plane : 0;
+        c.planes > 1 ? c.paths[live_path(c, uint16_t(c.ctrl_retries % c.paths.size()))].plane() : 0;
     // R-PLANE-6: CONNECT_REQ k on plane k % connect_planes, so no one plane
     // is needed to set the connection up; R-PLANE-7: a CONNECT_ACK on the
     // plane its CONNECT_REQ came in on.
@@ -678,18 +678,14 @@ void Engine::Impl::release_retired(Conn& c) {
         o.hdr_len = uint16_t(wire::encode_data({o.hdr, sizeof o.hdr}, h, d));
     }
     o.peer = c.peer;
-    o.path = uint16_t(pi);
-    o.entropy = p.entropy;
     if (hdr_template) {
-        // hdr_len, ect (R-ECN-1) and plane (R-PLANE-2), adjacent: one store.
-        static_assert(offsetof(TxPacket, ect) == offsetof(TxPacket, hdr_len) + 2 &&
-                      offsetof(TxPacket, plane) == offsetof(TxPacket, hdr_len) + 3);
-        const uint32_t tail = std::endian::native == std::endian::little
-                                  ? uint32_t(wire::kDataLen) | 1u << 16 | uint32_t(p.plane) << 24
-                                  : uint32_t(wire::kDataLen) << 16 | 1u << 8 | uint32_t(p.plane);
-        std::memcpy(&o.hdr_len, &tail, 4);
+        // path, entropy, hdr_len, ect (R-ECN-1) and plane (R-PLANE-2), adjacent: one store.
+        const uint64_t stamp = p.stamp_for(uint16_t(pi));
+        std::memcpy(&o.path, &stamp, 8);
     } else {
-        o.plane = p.plane;  // R-PLANE-2
+        o.path = uint16_t(pi);
+        o.entropy = p.entropy();
+        o.plane = p.plane();  // R-PLANE-2
         o.ect = 1;  // R-ECN-1
     }
     o.payload = t.payload;
@@ -802,9 +798,11 @@ static bool single_flags(const SendWqe& w) {
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     uint32_t mask = uint32_t(c.txpkts.size() - 1);
-    // The packet cursor against its end: no count kept in the loop.
+    // The packet cursor against its end: no count kept in the loop. Nothing
+    // in the run adds jobs and each packet takes one, so the end is also
+    // where the job ring runs empty.
     TxPacket* op = out;
-    TxPacket* const end = out + max;
+    TxPacket* const end = out + std::min<size_t>(max, c.jobs.size());
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
     // Locals for what no step of the run changes but the run itself (the
@@ -814,12 +812,19 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     const uint32_t csn_una = c.csn_una, csn_limit = c.csn_limit;
     uint32_t csn_nxt = c.csn_nxt;
     const uint32_t csn_first = csn_nxt;
+    // R-CSN-5's test (csn_nxt - csn_una >= csn_limit) and the records' room
+    // (csn_nxt - csn_una > mask) as the CSN at which each first holds: the
+    // run takes one CSN a packet, so it meets each exactly there (or now,
+    // where one holds from the start).
+    const uint32_t csn_stop = csn_nxt - csn_una >= csn_limit ? csn_nxt : csn_una + csn_limit;
+    auto grow_at = [&] { return csn_nxt - csn_una > mask ? csn_nxt : csn_una + mask + 1; };
+    uint32_t csn_grow = grow_at();
     // The common header's bytes, the same for every packet of the run but
     // its path id: built once, copied per packet.
     uint8_t common[wire::kCommonLen];
     wire::detail::put_common(common,
                              wire::CommonHeader{wire::kVersion, wire::PacketType::data, 0, c.remote_conn, c.id, 0, 0});
-    while (op != end && !c.jobs.empty()) {
+    while (op != end) {
         // The job's fields read where they lie (no copy through the stack).
         const TxJob& jr = c.jobs.front();
         if (jr.kind != JobKind::request) break;
@@ -833,11 +838,12 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         if (hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
         const int pi = pick_path(c);
         if (pi < 0) { blocked = true; break; }
-        if (csn_nxt - csn_una >= csn_limit) { blocked = true; break; }  // R-CSN-5
-        if (csn_nxt - csn_una > mask) [[unlikely]] {
+        if (csn_nxt == csn_stop) { blocked = true; break; }  // R-CSN-5
+        if (csn_nxt == csn_grow) [[unlikely]] {
             c.csn_nxt = csn_nxt;
             grow_txpkts(c);
             mask = uint32_t(c.txpkts.size() - 1);
+            csn_grow = grow_at();
         }
         c.jobs.drop_front();
         w.next_seg = 1;
@@ -1117,7 +1123,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
 void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
     if (p.state != PathStateKind::active) return;
     p.state = PathStateKind::failed;
-    p.entropy = new_entropy(c, p.entropy);
+    p.set_entropy(new_entropy(c, p.entropy()));
     ++p.st.rerouted;
     p.next_probe = now;
     p.probe_gap = p.have_rtt ? std::min<Time>(cfg.probe_interval, kProbeRtts * p.srtt) : cfg.probe_interval;
