@@ -424,6 +424,10 @@ private:
             pc.tx_desc = d.tx_desc;
             pc.burst = uint16_t(std::min<uint32_t>(cfg.rx_batch, 1024));
             pc.tx_max_l3 = d.tx_max_l3;
+            // Small payloads are copied into the header mbuf: the threshold up to
+            // which the receiving engine places inline too (a copy that small is
+            // cheaper than a second mbuf's alloc, attach and free).
+            pc.tx_inline_max = uint16_t(std::min<uint32_t>(cfg.engine.place_inline_max, 1024));
             // One whole frame of the largest segment per RX mbuf: no chained frames, no linearising copy.
             const uint32_t frame = 14 + 20 + 8 + 72 + cfg.engine.max_payload;
             const uint32_t room = d.rx_data_room ? d.rx_data_room : RTE_PKTMBUF_HEADROOM + ((frame + 63) / 64) * 64;

@@ -43,6 +43,34 @@ constexpr uint8_t kCe = 0x3;
 void noop_free(void*, void*) {}
 
 inline uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+
+// Ones-complement sums (RFC 1071; byte order does not matter) folded to 16
+// bits as rte_raw_cksum does: 0 only for an all-zero input, else 1..0xffff.
+// memif and net_ring offload no checksum, and rte_raw_cksum's generic loop was
+// about 65 instructions per packet on each side (doc/performance.md 7.3).
+inline uint16_t fold16(uint64_t s) {
+    s = (s & 0xffffffffu) + (s >> 32);
+    s = (s & 0xffffu) + (s >> 16);
+    s = (s & 0xffffu) + (s >> 16);
+    s = (s & 0xffffu) + (s >> 16);
+    return uint16_t(s);
+}
+inline uint16_t load16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+// A 20-byte IPv4 header unrolled; options go the generic way.
+inline uint16_t ipv4_sum(const uint8_t* ip, uint32_t ihl) {
+    if (ihl != 20) [[unlikely]] return rte_raw_cksum(ip, ihl);
+    uint64_t s = 0;
+    for (int i = 0; i < 20; i += 4) {
+        uint32_t w;
+        std::memcpy(&w, ip + i, 4);
+        s += w;
+    }
+    return fold16(s);
+}
 inline uint32_t be32(const uint8_t* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
@@ -143,6 +171,7 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
         throw DpdkError("DpdkPort: rx_queues and tx_queues must be >= 1");
     if (cfg.burst == 0 || cfg.burst > 1024) throw DpdkError("DpdkPort: burst must be in [1, 1024]");
     if (cfg.neighbours.size() >= kNoPeer) throw DpdkError("DpdkPort: neighbour table too large");
+    if (cfg.tx_inline_max > 1024) throw DpdkError("DpdkPort: tx_inline_max must be <= 1024");
 
     rte_eth_dev_info info{};
     if (int rc = rte_eth_dev_info_get(port, &info); rc != 0)
@@ -183,7 +212,7 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
     };
     try {
         rx_pool_ = make_pool("rx", have.rx_mbufs, 0, have.rx_data_room);
-        hdr_pool_ = make_pool("hd", have.hdr_mbufs, 0, RTE_PKTMBUF_HEADROOM + kHdrRoom);
+        hdr_pool_ = make_pool("hd", have.hdr_mbufs, 0, uint16_t(RTE_PKTMBUF_HEADROOM + kHdrRoom + cfg.tx_inline_max));
         // Attach-only mbufs: no data room, the shared info lives in the private area
         // (one per mbuf, so its refcount is never shared and never needs atomics).
         ext_pool_ = make_pool("ex", have.ext_mbufs,
@@ -354,6 +383,12 @@ void DpdkPort::build_templates() {
         auto* udp = reinterpret_cast<rte_udp_hdr*>(b + kEth + kIp);
         udp->dst_port = rte_cpu_to_be_16(cfg_.udp_port);
         udp->dgram_cksum = 0;   // IPv4 allows none; the Ethernet FCS covers the frame
+        // The IP header's constant words (all but version/TOS, total length and
+        // the checksum itself): tx_burst adds the two that vary per packet.
+        uint64_t sum = 0;
+        for (size_t w = 4; w < kIp; w += 2)
+            if (w != 10) sum += load16(b + kEth + w);
+        tmpl_[i].ip_sum = fold16(sum);
     }
 }
 
@@ -392,6 +427,7 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
     const uint32_t max_l3 = caps_.tx_max_l3;
     const size_t npeers = tmpl_.size();
     const uint16_t port = cfg_.port_id;
+    const uint32_t inline_max = cfg_.tx_inline_max;
     uint64_t ol = 0;
     if (caps_.tx_ip_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
     if (caps_.tx_udp_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
@@ -412,7 +448,7 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             const uint32_t l3 = uint32_t(kIp + kUdp) + p.hdr_len + p.payload_len;
             const bool ok = p.peer < npeers && p.hdr_len <= wire::kMaxHeaderLen && l3 <= max_l3 &&
                             (p.payload_len == 0 || p.payload != nullptr);
-            const uint32_t segs = ok ? (p.payload_len + kExtSegMax - 1) / kExtSegMax : 0;
+            const uint32_t segs = ok && p.payload_len > inline_max ? (p.payload_len + kExtSegMax - 1) / kExtSegMax : 0;
             if (nseg + segs > kTxExtMax) break;
             tq.valid[take] = ok;
             nseg += segs;
@@ -450,16 +486,23 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             udp->dgram_len = rte_cpu_to_be_16(uint16_t(l4));
             std::memcpy(d + kL2L4, p.hdr, p.hdr_len);
             m->data_len = uint16_t(kL2L4 + p.hdr_len);
+            if (p.payload_len && p.payload_len <= inline_max) {
+                std::memcpy(d + kL2L4 + p.hdr_len, p.payload, p.payload_len);
+                m->data_len = uint16_t(m->data_len + p.payload_len);
+            }
             m->pkt_len = uint32_t(kL2L4) + p.hdr_len + p.payload_len;
             m->ol_flags = ol;
             m->l2_len = kEth;
             m->l3_len = kIp;
-            if (!caps_.tx_ip_cksum) ip->hdr_checksum = rte_ipv4_cksum(ip);
+            if (!caps_.tx_ip_cksum) {
+                const uint8_t* ib = d + kEth;
+                ip->hdr_checksum = uint16_t(~fold16(uint64_t(tmpl_[p.peer].ip_sum) + load16(ib) + load16(ib + 2)));
+            }
             if (caps_.tx_udp_cksum) udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, ol);
 
             rte_mbuf* tail = m;
             uint16_t segs = 1;
-            for (uint32_t off = 0; off < p.payload_len; off += kExtSegMax) {
+            for (uint32_t off = 0; p.payload_len > inline_max && off < p.payload_len; off += kExtSegMax) {
                 const uint16_t len = uint16_t(std::min(kExtSegMax, p.payload_len - off));
                 rte_mbuf* x = tq.ext[e++];
                 auto* sh = static_cast<rte_mbuf_ext_shared_info*>(rte_mbuf_to_priv(x));
@@ -536,7 +579,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
         } else if (ihl < kIp || tot < ihl + kUdp || kEth + tot > plen) {
             ++st.rx_bad_length;
         } else if (ipck == RTE_MBUF_F_RX_IP_CKSUM_BAD ||
-                   (ipck != RTE_MBUF_F_RX_IP_CKSUM_GOOD && rte_raw_cksum(ip, ihl) != 0xffff)) {
+                   (ipck != RTE_MBUF_F_RX_IP_CKSUM_GOOD && ipv4_sum(ip, ihl) != 0xffff)) {
             ++st.rx_bad_cksum;
         } else if (be16(ip + 6) & (RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) {
             ++st.rx_fragment;

@@ -198,6 +198,8 @@ Status Engine::req_notify_cq(uint32_t cq, bool solicited_only) {
     return Status::ok;
 }
 
+bool Engine::cq_events_pending() const noexcept { return !impl_->notified.empty(); }
+
 size_t Engine::take_cq_events(CqEvent* out, size_t max) {
     Impl& I = *impl_;
     const size_t n = std::min(max, I.notified.size());

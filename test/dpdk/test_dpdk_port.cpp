@@ -520,6 +520,61 @@ TEST_CASE("dpdk: DSCP from config combines with ECN bits; a port can be built an
     rte_ring_free(r);
 }
 
+TEST_CASE("dpdk: payloads up to tx_inline_max are copied into the header mbuf, longer ones attached", "[dpdk]") {
+    Env& e = env();
+    rte_ring* r = rte_ring_create("t_inline", 64, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    REQUIRE(r);
+    const int pid = rte_eth_from_rings("t_port_inl", &r, 1, &r, 1, 0);
+    REQUIRE(pid >= 0);
+    {
+        PortConfig c = e.a->config();
+        c.port_id = uint16_t(pid);
+        c.rx_queues = c.tx_queues = 1;
+        const PoolConfig need = DpdkPort::min_pools(c);
+        c.pools.rx_mbufs = need.rx_mbufs;
+        c.pools.hdr_mbufs = need.hdr_mbufs;
+        c.pools.ext_mbufs = need.ext_mbufs;
+        c.tx_inline_max = 1025;
+        CHECK_THROWS_AS(DpdkPort(c), DpdkError);
+        c.tx_inline_max = 64;
+        DpdkPort p(c);
+        std::vector<uint8_t> mem(64 + 65);
+        for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i * 7 + 1);
+        const std::vector<uint8_t> want = mem;
+        const uint32_t len[4] = {0, 64, 65, 1};
+        TxPacket t[4] = {make_pkt(1, 3, nullptr, 0, 1), make_pkt(1, 4, mem.data(), 64, 2),
+                         make_pkt(1, 5, mem.data() + 64, 65, 3), make_pkt(1, 6, mem.data(), 1, 4, 40)};
+        t[1].ect = 0;
+        t[3].path = kControlPath;
+        REQUIRE(p.tx_burst(0, t, 4) == 4);
+        std::memset(mem.data(), 0, 64);   // copied payloads keep their bytes, attached ones are the memory
+        rte_mbuf* m[4];
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 4, nullptr) == 4);
+        CHECK(p.pool_usage().ext == 1);
+        for (int i = 0; i < 4; ++i) {
+            INFO("packet " << i);
+            const uint8_t* d = rte_pktmbuf_mtod(m[i], const uint8_t*);
+            CHECK(rte_raw_cksum(ip_of(m[i]), 20) == 0xffff);
+            CHECK(rte_be_to_cpu_16(ip_of(m[i])->total_length) == 28 + t[i].hdr_len + len[i]);
+            CHECK(m[i]->pkt_len == 42 + t[i].hdr_len + len[i]);
+            CHECK(std::memcmp(d + 42, t[i].hdr, t[i].hdr_len) == 0);
+            if (i == 2) {
+                REQUIRE(m[i]->nb_segs == 2);
+                CHECK(m[i]->data_len == 42 + 72);
+                CHECK(RTE_MBUF_HAS_EXTBUF(m[i]->next));
+                CHECK(rte_pktmbuf_mtod(m[i]->next, const uint8_t*) == mem.data() + 64);
+            } else {
+                CHECK(m[i]->nb_segs == 1);
+                CHECK(m[i]->data_len == m[i]->pkt_len);
+                CHECK(std::memcmp(d + 42 + t[i].hdr_len, want.data(), len[i]) == 0);
+            }
+        }
+        rte_pktmbuf_free_bulk(m, 4);
+        CHECK(p.pool_usage() == PoolUsage{});
+    }
+    rte_ring_free(r);
+}
+
 TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
     Env& e = env();
     LeakGuard guard;

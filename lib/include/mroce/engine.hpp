@@ -370,6 +370,8 @@ public:
     // the drive loop takes them after every pass and signals the CQs'
     // completion channels. The engine itself writes no file descriptor.
     size_t take_cq_events(CqEvent* out, size_t max);
+    // Whether take_cq_events has anything: the API asks after every post.
+    bool cq_events_pending() const noexcept;
 
     // --- connections and streams (R-CONN-*, R-STREAM-*) ---
     // Starts an active open toward the driver's peer handle; returns the local connection id.

@@ -70,6 +70,12 @@ struct PortConfig {
     // in that slot is chained past the ring head by the server's RX (stale
     // frames replayed, garbage, crashes; test_dpdk_integrity_memif.cpp).
     uint32_t tx_max_l3 = 0;
+    // Payloads up to this many bytes are copied into the header mbuf instead
+    // of attached as an external buffer: one single-segment frame, no second
+    // mbuf to allocate, attach and free (for a 64 B payload that second mbuf
+    // cost more than the copy: doc/performance.md 7.3). 0: always zero-copy.
+    // Header mbufs grow by this much data room.
+    uint16_t tx_inline_max = 0;
     uint32_t local_ip = 0;        // host order; RX drops frames to other addresses
     bool local_mac_from_port = true;
     MacAddr local_mac{};          // used when local_mac_from_port is false
@@ -254,6 +260,7 @@ private:
     std::vector<std::unique_ptr<TxQueue>> txq_;
     struct alignas(64) HdrTemplate {
         uint8_t bytes[64];   // Ethernet + IPv4 + UDP (42 B) for one neighbour
+        uint16_t ip_sum = 0; // ones-complement sum of the IPv4 header's constant words
     };
     std::vector<HdrTemplate> tmpl_;
     std::vector<TxPacket> gather_;      // tx_burst_paths: one queue's packets of a chunk
