@@ -477,27 +477,41 @@ TEST_CASE("dpdk: ECT(0) on request, Not-ECT otherwise, CE reported", "[dpdk]") {
     e.b->rx_release(0);
 }
 
+// A one-queue ethdev over its own ring r (looped back: what it sends it
+// receives), for a test's own port.
+static int ring_port(const char* ring_name, const char* port_name, rte_ring*& r) {
+    r = rte_ring_create(ring_name, 64, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    REQUIRE(r);
+    const int pid = rte_eth_from_rings(port_name, &r, 1, &r, 1, 0);
+    REQUIRE(pid >= 0);
+    return pid;
+}
+
+// A port's configuration for a one-queue test port over ring-backed ethdev
+// pid, its pools at their minimum.
+static PortConfig one_queue_config(PortConfig c, int pid) {
+    c.port_id = uint16_t(pid);
+    c.rx_queues = c.tx_queues = 1;
+    const PoolConfig need = DpdkPort::min_pools(c);
+    c.pools.rx_mbufs = need.rx_mbufs;
+    c.pools.hdr_mbufs = need.hdr_mbufs;
+    c.pools.ext_mbufs = need.ext_mbufs;
+    return c;
+}
+
 TEST_CASE("dpdk: DSCP from config combines with ECN bits; a port can be built and torn down", "[dpdk]") {
     Env& e = env();
     // A third port on its own ring, with DSCP 46 (EF), built and destroyed here.
-    rte_ring* r = rte_ring_create("t_dscp", 64, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    REQUIRE(r);
-    const int pid = rte_eth_from_rings("t_port_c", &r, 1, &r, 1, 0);
-    REQUIRE(pid >= 0);
+    rte_ring* r = nullptr;
+    const int pid = ring_port("t_dscp", "t_port_c", r);
     const unsigned mp_before = [] {
         unsigned n = 0;
         rte_mempool_walk([](rte_mempool*, void* arg) { ++*static_cast<unsigned*>(arg); }, &n);
         return n;
     }();
     {
-        PortConfig c = e.a->config();
-        c.port_id = uint16_t(pid);
-        c.rx_queues = c.tx_queues = 1;
+        PortConfig c = one_queue_config(e.a->config(), pid);
         c.dscp = 46;
-        const PoolConfig need = DpdkPort::min_pools(c);
-        c.pools.rx_mbufs = need.rx_mbufs;
-        c.pools.hdr_mbufs = need.hdr_mbufs;
-        c.pools.ext_mbufs = need.ext_mbufs;
         DpdkPort p(c);
         TxPacket t[2] = {make_pkt(1, 3, nullptr, 0, 1), make_pkt(1, 3, nullptr, 0, 2)};
         t[1].ect = 0;
@@ -522,18 +536,10 @@ TEST_CASE("dpdk: DSCP from config combines with ECN bits; a port can be built an
 
 TEST_CASE("dpdk: payloads up to tx_inline_max are copied into the header mbuf, longer ones attached", "[dpdk]") {
     Env& e = env();
-    rte_ring* r = rte_ring_create("t_inline", 64, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    REQUIRE(r);
-    const int pid = rte_eth_from_rings("t_port_inl", &r, 1, &r, 1, 0);
-    REQUIRE(pid >= 0);
+    rte_ring* r = nullptr;
+    const int pid = ring_port("t_inline", "t_port_inl", r);
     {
-        PortConfig c = e.a->config();
-        c.port_id = uint16_t(pid);
-        c.rx_queues = c.tx_queues = 1;
-        const PoolConfig need = DpdkPort::min_pools(c);
-        c.pools.rx_mbufs = need.rx_mbufs;
-        c.pools.hdr_mbufs = need.hdr_mbufs;
-        c.pools.ext_mbufs = need.ext_mbufs;
+        PortConfig c = one_queue_config(e.a->config(), pid);
         c.tx_inline_max = 1025;
         CHECK_THROWS_AS(DpdkPort(c), DpdkError);
         c.tx_inline_max = 64;
