@@ -687,6 +687,29 @@ TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
     }
 }
 
+// rx_burst remembers the last source's peer handle: frames alternating
+// between neighbours, and an unknown source right behind a known one, must
+// each still get their own answer.
+TEST_CASE("dpdk: the peer handle follows each frame's source within a burst", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    e.a->reset_stats();
+    const uint32_t kIpUnknown = 0x0a000007;
+    const uint32_t srcs[] = {kIpOther, kIpB, kIpB, kIpOther, kIpUnknown, kIpB, kIpUnknown, kIpOther};
+    for (uint32_t src : srcs)
+        e.inject(1, 0, craft_frame(16, [&](uint8_t* d, rte_mbuf*) {
+            auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + 14);
+            ip->src_addr = rte_cpu_to_be_32(src);
+            ip->dst_addr = rte_cpu_to_be_32(kIpA);
+        }));
+    RxPacket rx[8];
+    REQUIRE(e.a->rx_burst(0, rx, 8) == 6);
+    const uint32_t want[] = {0, 1, 1, 0, 1, 0};
+    for (int i = 0; i < 6; ++i) CHECK(rx[i].peer == want[i]);
+    e.a->rx_release(0);
+    CHECK(e.a->stats().rx_unknown_peer == 2);
+}
+
 TEST_CASE("dpdk: invalid TxPackets are consumed and counted, never sent", "[dpdk]") {
     Env& e = env();
     LeakGuard guard;
