@@ -471,6 +471,10 @@ struct Conn {
     CsnWindow rx_csn_done;         // deferred placement only: CSNs placed (what cum_csn reports)
     std::vector<RxPath> rx_paths;
     uint32_t acks_pending = 0;     // rx paths with ack_pending set
+    // The rx path whose ack_pending was set last: with acks_pending 1 and its
+    // flag still set, the one to ack, found without walking rx_paths (a lone
+    // message's ACK, issue 24). A hint only: tx tests it before use.
+    uint32_t ack_last = 0;
 
     Ring<CtrlItem> ctrl;
     std::vector<Stream> streams;   // slots; destroyed ones (!live) are reused

@@ -208,10 +208,16 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
             uint32_t left = c->acks_pending;
             RxPath* const first = c->rx_paths.data();
             RxPath* const end = first + c->rx_paths.size();
-            for (RxPath* rp = first; left && rp != end && n < max; ++rp) {
-                if (!rp->ack_pending) continue;
-                --left;
-                if (ack_due(*rp, cfg, now)) n += emit_ack(*c, uint16_t(rp - first), out + n, max - n);
+            const uint32_t li = c->ack_last;
+            if (left == 1 && li < c->rx_paths.size() && first[li].ack_pending) {
+                // The only one pending (a lone message's): no walk to it.
+                if (n < max && ack_due(first[li], cfg, now)) n += emit_ack(*c, uint16_t(li), out + n, max - n);
+            } else {
+                for (RxPath* rp = first; left && rp != end && n < max; ++rp) {
+                    if (!rp->ack_pending) continue;
+                    --left;
+                    if (ack_due(*rp, cfg, now)) n += emit_ack(*c, uint16_t(rp - first), out + n, max - n);
+                }
             }
         }
         if (!wants_tx(*c)) {
