@@ -447,7 +447,9 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
-        const double cwnd = std::max(1.0, p.ccv.cwnd);
+        // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
+        // where std::max's reference is a compare and two jumps.
+        const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
