@@ -387,7 +387,6 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
     static_assert(sizeof o.hdr >= wire::kAckLen);
     wire::detail::encode_ack_fields(o.hdr, h, a);
-    const size_t hl = wire::kAckLen;
     const bool news = rp.sack.hole_news;
     rp.sack.hole_news = false;
     rp.ack_pending = false;
@@ -397,7 +396,13 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     --c.acks_pending;
     // R-PLANE-3: on the acknowledged path's plane (our path of that index) while it is live.
     const uint16_t route = live_path(c, uint16_t(pi % c.paths.size()));
-    fill_tx(o, c, route, hl);
+    // fill_tx's fields, route being a path index (live_path's): path, entropy,
+    // hdr_len, ect and plane in one store, as send_on_path does.
+    const uint64_t stamp = c.paths[route].ack_stamp_for(route);
+    o.peer = c.peer;
+    std::memcpy(&o.path, &stamp, 8);
+    o.payload = nullptr;
+    o.payload_len = 0;
     // R-TIMER-10 (c): a new hole is a loss the sender learns of from this
     // ACK; lost, the news would wait for the path's next ACK, and at a
     // flight's tail there is none before the tail-loss probe. The copy counts
