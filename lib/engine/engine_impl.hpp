@@ -54,6 +54,10 @@ struct TxPath {
     uint64_t stamp_for(uint16_t pi) const noexcept {
         return tx_stamp | (std::endian::native == std::endian::little ? uint64_t(pi) : uint64_t(pi) << 48);
     }
+    // The same for an ACK on path pi: its header length, and Not-ECT (R-ECN-1).
+    uint64_t ack_stamp_for(uint16_t pi) const noexcept {
+        return stamp_for(pi) ^ stamp_of(0, 0) ^ stamp_of(0, 0, uint16_t(wire::kAckLen), 0);
+    }
     uint32_t snd_nxt = 0;
     uint32_t snd_una = 0;       // oldest unresolved PSN (R-PATH-5: the floor we advertise, see tx_floor)
     uint32_t inflight = 0;      // slots in state inflight
@@ -111,12 +115,13 @@ private:
         std::memcpy(&v, reinterpret_cast<const uint8_t*>(&tx_stamp) + (off - offsetof(TxPacket, path)), sizeof v);
         return v;
     }
-    static uint64_t stamp_of(uint16_t entropy, uint8_t plane) noexcept {
+    static uint64_t stamp_of(uint16_t entropy, uint8_t plane, uint16_t hdr_len = uint16_t(wire::kDataLen),
+                             uint8_t ect = 1) noexcept {
         TxPacket o;
         o.path = 0;
         o.entropy = entropy;
-        o.hdr_len = uint16_t(wire::kDataLen);
-        o.ect = 1;  // R-ECN-1
+        o.hdr_len = hdr_len;
+        o.ect = ect;  // R-ECN-1
         o.plane = plane;
         uint64_t v;
         std::memcpy(&v, &o.path, 8);
@@ -471,6 +476,10 @@ struct Conn {
     CsnWindow rx_csn_done;         // deferred placement only: CSNs placed (what cum_csn reports)
     std::vector<RxPath> rx_paths;
     uint32_t acks_pending = 0;     // rx paths with ack_pending set
+    // The rx path whose ack_pending was set last: with acks_pending 1 and its
+    // flag still set, the one to ack, found without walking rx_paths (a lone
+    // message's ACK, issue 24). A hint only: tx tests it before use.
+    uint32_t ack_last = 0;
 
     Ring<CtrlItem> ctrl;
     std::vector<Stream> streams;   // slots; destroyed ones (!live) are reused

@@ -411,6 +411,7 @@ void Engine::Impl::refresh_idle_hints(const Conn& joined) {
             rp.ack_pending = true;
             rp.first_pending = last_now;
             ++o->acks_pending;
+            o->ack_last = 0;
             wake(*o);
         }
     }
@@ -589,6 +590,7 @@ void Engine::Impl::rx_accounted(Conn& c, RxPath& rp, const PendRec& r, Time now,
         rp.ack_pending = true;
         rp.first_pending = now;
         ++c.acks_pending;
+        c.ack_last = r.path;  // rp is rx_paths[r.path]
     }
     // The fair share's measure is read only for hints (update, check_quiet,
     // hint_kbps, refresh_idle_hints: each under cfg.rate_hints, fixed at

@@ -208,10 +208,16 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
             uint32_t left = c->acks_pending;
             RxPath* const first = c->rx_paths.data();
             RxPath* const end = first + c->rx_paths.size();
-            for (RxPath* rp = first; left && rp != end && n < max; ++rp) {
-                if (!rp->ack_pending) continue;
-                --left;
-                if (ack_due(*rp, cfg, now)) n += emit_ack(*c, uint16_t(rp - first), out + n, max - n);
+            const uint32_t li = c->ack_last;
+            if (left == 1 && li < c->rx_paths.size() && first[li].ack_pending) {
+                // The only one pending (a lone message's): no walk to it.
+                if (n < max && ack_due(first[li], cfg, now)) n += emit_ack(*c, uint16_t(li), out + n, max - n);
+            } else {
+                for (RxPath* rp = first; left && rp != end && n < max; ++rp) {
+                    if (!rp->ack_pending) continue;
+                    --left;
+                    if (ack_due(*rp, cfg, now)) n += emit_ack(*c, uint16_t(rp - first), out + n, max - n);
+                }
             }
         }
         if (!wants_tx(*c)) {
@@ -381,7 +387,6 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     for (int i = 0; i < 4; ++i) a.sack[i] = rp.sack.bits[i];
     static_assert(sizeof o.hdr >= wire::kAckLen);
     wire::detail::encode_ack_fields(o.hdr, h, a);
-    const size_t hl = wire::kAckLen;
     const bool news = rp.sack.hole_news;
     rp.sack.hole_news = false;
     rp.ack_pending = false;
@@ -391,7 +396,13 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     --c.acks_pending;
     // R-PLANE-3: on the acknowledged path's plane (our path of that index) while it is live.
     const uint16_t route = live_path(c, uint16_t(pi % c.paths.size()));
-    fill_tx(o, c, route, hl);
+    // fill_tx's fields, route being a path index (live_path's): path, entropy,
+    // hdr_len, ect and plane in one store, as send_on_path does.
+    const uint64_t stamp = c.paths[route].ack_stamp_for(route);
+    o.peer = c.peer;
+    std::memcpy(&o.path, &stamp, 8);
+    o.payload = nullptr;
+    o.payload_len = 0;
     // R-TIMER-10 (c): a new hole is a loss the sender learns of from this
     // ACK; lost, the news would wait for the path's next ACK, and at a
     // flight's tail there is none before the tail-loss probe. The copy counts
@@ -441,7 +452,9 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
-        const double cwnd = std::max(1.0, p.ccv.cwnd);
+        // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
+        // where std::max's reference is a compare and two jumps.
+        const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
         if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {

@@ -139,11 +139,7 @@ public:
     // Applies the records in order; out[i] is the path's state after in[i].
     // Allocates only when a slot beyond all earlier ones appears (a new connection).
     void apply(const CcFeedback* in, size_t n, CcView* out);
-    CcView apply_one(const CcFeedback& fb) {
-        CcView v;
-        apply(&fb, 1, &v);
-        return v;
-    }
+    CcView apply_one(const CcFeedback& fb);
     // The view of a path no record has reached yet: a fresh window, or the
     // first window of the handshake (initial > 0) as apply() would make it.
     static CcView fresh_view(const CcConfig& cfg, uint32_t slot, uint32_t gen, double initial = 0);
