@@ -124,6 +124,33 @@ def case_verify(op, loss):
           f"{cj['messages']} x {cj['size']} B, duplicates {cj['duplicates']}")
 
 
+def check_lat(cj, sj, n, loss):
+    """A --lat run: every ping answered (the client waits for the pong to carry
+    its own sequence number, so a lost, stale or misplaced answer never ends
+    the run), the percentiles ordered, the loss injected and repaired."""
+    if cj["mode"] != "lat" or cj["size"] != 8:
+        fail(f"client ran mode {cj['mode']} size {cj['size']}")
+    if cj["messages"] != n:
+        fail(f"{cj['messages']} round trips completed, expected {n}")
+    if not 0 < cj["lat_p50_us"] <= cj["lat_p99_us"] <= cj["lat_p999_us"]:
+        fail(f"latency percentiles out of order: {cj['lat_p50_us']} {cj['lat_p99_us']} {cj['lat_p999_us']}")
+    if loss > 0:
+        injected = cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"]
+        if injected == 0:
+            fail("loss injection dropped nothing")
+        print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
+
+
+def case_lat(loss):
+    """mroce-perf --lat over UDP loopback: 8-byte WRITE ping-pong."""
+    loss = float(loss)
+    n = 3000
+    inj = (lambda seed: ["--inject-loss", str(loss), "--seed", str(seed)]) if loss > 0 else (lambda seed: [])
+    cj, sj = run_pair(["--lat", "-n", str(n), *inj(11)], inj(12))
+    check_lat(cj, sj, n, loss)
+    print(f"PASS lat loss {loss}: p50 {cj['lat_p50_us']:.1f} us, p99 {cj['lat_p99_us']:.1f} us, {n} round trips")
+
+
 def case_busy_peer():
     """A peer busy with local work longer than conn_timeout (allocating, filling and checking
     256 MiB at each end with conn_timeout 200 ms) is not declared silent: mroce-perf keeps
@@ -330,10 +357,10 @@ pipeline = {pipeline}
     return socks[-1], files
 
 
-def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
-    loss = float(loss)
-    n, size = op_workload(op, loss, 400)
-    sock, (scfg, ccfg) = dpdk_configs(int(queues), int(planes), pipeline)
+def run_dpdk_pair(loss, queues, planes, pipeline, cargs):
+    """Server and client mroce-perf over net_memif (dpdk_configs), loss injected
+    at both ends; returns (crc, cout, cerr, src, sout, serr)."""
+    sock, (scfg, ccfg) = dpdk_configs(queues, planes, pipeline)
     try:
         os.unlink(sock)
     except FileNotFoundError:
@@ -348,16 +375,39 @@ def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
             break
         time.sleep(0.05)
     # R-PLANE-6: the server named on every plane.
-    server_at = ",".join(f"10.0.{p + 1}.1" for p in range(int(planes)))
-    c = subprocess.Popen([PERF, server_at, "--config", ccfg, "--json", "--op", op, *size, "-n", n,
-                          "--verify", *inj_c], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server_at = ",".join(f"10.0.{p + 1}.1" for p in range(planes))
+    c = subprocess.Popen([PERF, server_at, "--config", ccfg, "--json", *cargs, *inj_c],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     crc, cout, cerr = finish(c, 60, "client")
     src, sout, serr = finish(s, 15, "server")
-    for f in [scfg, ccfg] + [sock.replace(f"-{int(planes) - 1}.sock", f"-{p}.sock") for p in range(int(planes))]:
+    for f in [scfg, ccfg] + [sock.replace(f"-{planes - 1}.sock", f"-{p}.sock") for p in range(planes)]:
         try:
             os.unlink(f)
         except FileNotFoundError:
             pass
+    return crc, cout, cerr, src, sout, serr
+
+
+def case_dpdk_lat(loss):
+    """mroce-perf --lat over net_memif, one lcore each end."""
+    loss = float(loss)
+    n = 3000
+    crc, cout, cerr, src, sout, serr = run_dpdk_pair(loss, 1, 1, "none", ["--lat", "-n", str(n)])
+    if crc != 0 or src != 0:
+        fail(f"exit codes client {crc} server {src}; client: {cerr[-1500:]} server: {serr[-1500:]}")
+    try:
+        cj, sj = json.loads(cout), json.loads(sout)
+    except json.JSONDecodeError as e:
+        fail(f"bad JSON ({e}): client {cout!r} server {sout!r}")
+    check_lat(cj, sj, n, loss)
+    print(f"PASS dpdk lat loss {loss}: p50 {cj['lat_p50_us']:.1f} us, p99 {cj['lat_p99_us']:.1f} us, {n} round trips")
+
+
+def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
+    loss = float(loss)
+    n, size = op_workload(op, loss, 400)
+    crc, cout, cerr, src, sout, serr = run_dpdk_pair(loss, int(queues), int(planes), pipeline,
+                                                     ["--op", op, *size, "-n", n, "--verify"])
     if crc != 0 or src != 0:
         # A negative code is the signal that ended the process (after its report, at exit).
         why = "; ".join(f"{who} killed by {signal.Signals(-rc).name}" for who, rc in (("client", crc), ("server", src))
@@ -477,8 +527,12 @@ def case_dpdk_bad_config():
 
 if CASE[0] == "verify":
     case_verify(CASE[1], CASE[2])
+elif CASE[0] == "lat":
+    case_lat(CASE[1])
 elif CASE[0] == "dpdk-bad-config":
     case_dpdk_bad_config()
+elif CASE[0] == "dpdk-lat":
+    case_dpdk_lat(CASE[1])
 elif CASE[0] == "dpdk-verify":
     case_dpdk_verify(*CASE[1:6])
 elif CASE[0] == "busy-peer":
