@@ -728,14 +728,15 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     if (job.kind != JobKind::request) return 0;
     Stream& s = c.streams[job.stream_idx];
     SendWqe& w = s.sq[job.slot];
+    // One packet: single_run's own tests of its first job decide (a superset
+    // of the ones below, which would send it to single_run or return 0, as
+    // single_run does when its first job fails them), not made twice.
+    if (w.npkts == 1) return single_run(c, out, max, now, blocked);
     if (!w.active || w.done || s.error || w.next_seg >= w.npkts) return 0;
     if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
         w.opcode != Opcode::send_imm)
         return 0;
-    if (w.npkts - w.next_seg < 2) {  // a run pays off from two segments on
-        if (w.npkts != 1 || w.next_seg != 0 || w.gather) return 0;
-        return single_run(c, out, max, now, blocked);
-    }
+    if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
     TxPkt& tmpl = run_pkt;
     tmpl = request_pkt(s, w, job);
     tmpl.msg_len = w.wr.length;
