@@ -395,7 +395,7 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     rp.ce_pending = rp.rx_pending = 0;
     --c.acks_pending;
     // R-PLANE-3: on the acknowledged path's plane (our path of that index) while it is live.
-    const uint16_t route = live_path(c, uint16_t(pi % c.paths.size()));
+    const uint16_t route = live_path(c, pi);  // which takes pi modulo the path count
     // fill_tx's fields, route being a path index (live_path's): path, entropy,
     // hdr_len, ect and plane in one store, as send_on_path does.
     const uint64_t stamp = c.paths[route].ack_stamp_for(route);
@@ -408,7 +408,7 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     // flight's tail there is none before the tail-loss probe. The copy counts
     // no CE mark and no packet twice.
     if (!news || !c.red || room < 2) return 1;
-    const uint16_t other = live_path(c, uint16_t((route + 1) % c.paths.size()));
+    const uint16_t other = live_path(c, uint16_t(route + 1));
     if (other == route) return 1;  // one live route: the copy would share the original's fate
     a.ce_count = 0;
     a.rx_count = 0;
