@@ -165,9 +165,11 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         while (n < max && !c->ctrl.empty()) {
             if (emit_ctrl(*c, out[n], now)) ++n;
         }
-        if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
-            close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
-        if (c->state != ConnState::established && c->state != ConnState::closing) continue;
+        if (c->state != ConnState::established) [[unlikely]] {  // one test for the common case
+            if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
+                close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
+            if (c->state != ConnState::closing) continue;
+        }
         // Data first, then the connection's ACKs, in room kept for them
         // (never crowded out): an answer to what the ACK acknowledges leaves
         // one datagram earlier in the same burst (issue 24, latency).
