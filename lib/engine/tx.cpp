@@ -69,10 +69,12 @@ static constexpr Time kProbeRtts = 8;
 
 // R-TIMER-9: how long a path's oldest packet may go unacknowledged, by the
 // path's own RTT, before its silence is news when siblings are being acked.
-static Time silence_delay(const TxPath& p, const EngineConfig& cfg) {
+// Inline, its maximum as two pairs (the initializer list's form went
+// through the stack): once per message alone (plan_send_timer).
+[[gnu::always_inline]] inline Time silence_delay(const TxPath& p, const EngineConfig& cfg) {
     // A second silence waits twice as long: if the first was a queue, not a
     // dead route, its late ACK has the time to say so before the path is retired.
-    const Time d = p.srtt + std::max<Time>({p.rttvar, p.srtt / 4, 1000}) * p.reo_mult + cfg.ack_delay;
+    const Time d = p.srtt + std::max(std::max(p.rttvar, p.srtt / 4), Time(1000)) * p.reo_mult + cfg.ack_delay;
     return d << std::min<uint32_t>(p.silent_rounds, 1);
 }
 
@@ -435,7 +437,7 @@ static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 // timer that is 0 itself is only worked out again, to the same value).
 [[gnu::always_inline]] inline Time Engine::Impl::plan_send_timer(TxPath& p, Time now) const {
     const Time rto = backed_off_rto(p, cfg);
-    p.sched_timer = now + (own_rtt(p) ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
+    p.sched_timer = now + (own_rtt(p) ? std::min(std::min(rto, 2 * p.srtt + cfg.ack_delay), silence_delay(p, cfg)) : rto);
     return p.sched_timer;
 }
 
