@@ -164,8 +164,10 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
             ready[pos] = kGone;
             continue;
         }
-        while (n < max && !c->ctrl.empty()) {
-            if (emit_ctrl(*c, out[n], now)) ++n;
+        if (!c->ctrl.empty()) [[unlikely]] {
+            while (n < max && !c->ctrl.empty()) {
+                if (emit_ctrl(*c, out[n], now)) ++n;
+            }
         }
         if (c->state != ConnState::established) [[unlikely]] {  // one test for the common case
             if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
