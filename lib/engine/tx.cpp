@@ -177,10 +177,11 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         // Data first, then the connection's ACKs, in room kept for them
         // (never crowded out): an answer to what the ACK acknowledges leaves
         // one datagram earlier in the same burst (issue 24, latency).
-        const size_t ack_room = acks ? c->acks_pending : 0;
-        const size_t data_max = max - std::min<size_t>(max - n, ack_room);
         bool data_held = false;  // stopped by a window or the pacer, not by the burst's room
-        if (n < data_max && c->state == ConnState::established && c->has_sendable()) {
+        // The room worked out only where there is data (not in an ACK's pass).
+        size_t data_max;
+        if (c->state == ConnState::established && c->has_sendable() &&
+            n < (data_max = max - std::min<size_t>(max - n, acks ? c->acks_pending : 0))) {
             plan_paths(*c, now);
             while (n < data_max) {
                 bool blocked = false;
