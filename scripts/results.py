@@ -48,6 +48,8 @@ ap.add_argument("--a-forms", default="unpipelined,pipelined",
                      "pipelined-nic-red (pipelined-nic with redundant copies, R-TIMER-10)")
 ap.add_argument("--a-slices", type=int, default=8, help="(a) pipelined: slices per step")
 ap.add_argument("--a-window", type=int, default=8, help="(a) pipelined: slices in flight per sender (NCCL_STEPS)")
+ap.add_argument("--a-csv", default="", help="(a): CSV file name (default ring-loss-HOSTS.csv; "
+                "give another to keep a second size's table beside it)")
 ap.add_argument("--e-hosts", type=int, default=64)
 ap.add_argument("--e-ring-mib", type=int, default=64, help="(e): ring all-reduce MiB per host")
 ap.add_argument("--e-a2a-mib", type=int, default=16, help="(e): all-to-all MiB per host")
@@ -132,7 +134,7 @@ def table_a():
                              "of_lossless": f"{frac:.4f}", "completed": int(d["completed"])})
             print("| " + " | ".join(row) + " |")
         print()
-    write_csv(f"ring-loss-{a.hosts}.csv", rows)
+    write_csv(a.a_csv or f"ring-loss-{a.hosts}.csv", rows)
 
 
 def write_csv(name, rows):

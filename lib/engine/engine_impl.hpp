@@ -631,14 +631,18 @@ struct Engine::Impl {
     std::array<uint8_t, wire::kMaxPlaneBlock> plane_block{};
     uint32_t plane_block_len = 0;
     // R-PLANE-3: pi if that path is active, else the next active path (pi if none).
+    // pi taken modulo the path count, divided only when it is not an index
+    // already (a division per ACK on the hardware); no paths: 0.
     uint16_t live_path(const Conn& c, uint16_t pi) const noexcept {
         const size_t n = c.paths.size();
-        if (n == 0 || c.paths[pi % n].state == PathStateKind::active) return uint16_t(pi % n);
+        if (n == 0) [[unlikely]] return 0;
+        if (pi >= n) [[unlikely]] pi = uint16_t(pi % n);
+        if (c.paths[pi].state == PathStateKind::active) [[likely]] return pi;
         for (size_t k = 1; k < n; ++k) {
             const uint16_t q = uint16_t((pi + k) % n);
             if (c.paths[q].state == PathStateKind::active) return q;
         }
-        return uint16_t(pi % n);
+        return pi;
     }
     Time next_hint_update = 0;
     uint32_t rr_conn = 0;

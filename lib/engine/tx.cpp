@@ -69,10 +69,12 @@ static constexpr Time kProbeRtts = 8;
 
 // R-TIMER-9: how long a path's oldest packet may go unacknowledged, by the
 // path's own RTT, before its silence is news when siblings are being acked.
-static Time silence_delay(const TxPath& p, const EngineConfig& cfg) {
+// Inline, its maximum as two pairs (the initializer list's form went
+// through the stack): once per message alone (plan_send_timer).
+[[gnu::always_inline]] inline Time silence_delay(const TxPath& p, const EngineConfig& cfg) {
     // A second silence waits twice as long: if the first was a queue, not a
     // dead route, its late ACK has the time to say so before the path is retired.
-    const Time d = p.srtt + std::max<Time>({p.rttvar, p.srtt / 4, 1000}) * p.reo_mult + cfg.ack_delay;
+    const Time d = p.srtt + std::max(std::max(p.rttvar, p.srtt / 4), Time(1000)) * p.reo_mult + cfg.ack_delay;
     return d << std::min<uint32_t>(p.silent_rounds, 1);
 }
 
@@ -162,19 +164,24 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
             ready[pos] = kGone;
             continue;
         }
-        while (n < max && !c->ctrl.empty()) {
-            if (emit_ctrl(*c, out[n], now)) ++n;
+        if (!c->ctrl.empty()) [[unlikely]] {
+            while (n < max && !c->ctrl.empty()) {
+                if (emit_ctrl(*c, out[n], now)) ++n;
+            }
         }
-        if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
-            close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
-        if (c->state != ConnState::established && c->state != ConnState::closing) continue;
+        if (c->state != ConnState::established) [[unlikely]] {  // one test for the common case
+            if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
+                close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
+            if (c->state != ConnState::closing) continue;
+        }
         // Data first, then the connection's ACKs, in room kept for them
         // (never crowded out): an answer to what the ACK acknowledges leaves
         // one datagram earlier in the same burst (issue 24, latency).
-        const size_t ack_room = acks ? c->acks_pending : 0;
-        const size_t data_max = max - std::min<size_t>(max - n, ack_room);
         bool data_held = false;  // stopped by a window or the pacer, not by the burst's room
-        if (n < data_max && c->state == ConnState::established && c->has_sendable()) {
+        // The room worked out only where there is data (not in an ACK's pass).
+        size_t data_max;
+        if (c->state == ConnState::established && c->has_sendable() &&
+            n < (data_max = max - std::min<size_t>(max - n, acks ? c->acks_pending : 0))) {
             plan_paths(*c, now);
             while (n < data_max) {
                 bool blocked = false;
@@ -395,7 +402,7 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     rp.ce_pending = rp.rx_pending = 0;
     --c.acks_pending;
     // R-PLANE-3: on the acknowledged path's plane (our path of that index) while it is live.
-    const uint16_t route = live_path(c, uint16_t(pi % c.paths.size()));
+    const uint16_t route = live_path(c, pi);  // which takes pi modulo the path count
     // fill_tx's fields, route being a path index (live_path's): path, entropy,
     // hdr_len, ect and plane in one store, as send_on_path does.
     const uint64_t stamp = c.paths[route].ack_stamp_for(route);
@@ -408,7 +415,7 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     // flight's tail there is none before the tail-loss probe. The copy counts
     // no CE mark and no packet twice.
     if (!news || !c.red || room < 2) return 1;
-    const uint16_t other = live_path(c, uint16_t((route + 1) % c.paths.size()));
+    const uint16_t other = live_path(c, uint16_t(route + 1));
     if (other == route) return 1;  // one live route: the copy would share the original's fate
     a.ce_count = 0;
     a.rx_count = 0;
@@ -433,7 +440,7 @@ static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
 // timer that is 0 itself is only worked out again, to the same value).
 [[gnu::always_inline]] inline Time Engine::Impl::plan_send_timer(TxPath& p, Time now) const {
     const Time rto = backed_off_rto(p, cfg);
-    p.sched_timer = now + (own_rtt(p) ? std::min({rto, 2 * p.srtt + cfg.ack_delay, silence_delay(p, cfg)}) : rto);
+    p.sched_timer = now + (own_rtt(p) ? std::min(std::min(rto, 2 * p.srtt + cfg.ack_delay), silence_delay(p, cfg)) : rto);
     return p.sched_timer;
 }
 
@@ -728,14 +735,15 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     if (job.kind != JobKind::request) return 0;
     Stream& s = c.streams[job.stream_idx];
     SendWqe& w = s.sq[job.slot];
+    // One packet: single_run's own tests of its first job decide (a superset
+    // of the ones below, which would send it to single_run or return 0, as
+    // single_run does when its first job fails them), not made twice.
+    if (w.npkts == 1) return single_run(c, out, max, now, blocked);
     if (!w.active || w.done || s.error || w.next_seg >= w.npkts) return 0;
     if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
         w.opcode != Opcode::send_imm)
         return 0;
-    if (w.npkts - w.next_seg < 2) {  // a run pays off from two segments on
-        if (w.npkts != 1 || w.next_seg != 0 || w.gather) return 0;
-        return single_run(c, out, max, now, blocked);
-    }
+    if (w.npkts - w.next_seg < 2) return 0;  // a run pays off from two segments on
     TxPkt& tmpl = run_pkt;
     tmpl = request_pkt(s, w, job);
     tmpl.msg_len = w.wr.length;
