@@ -581,19 +581,6 @@ int run_server(const Opts& o) {
         volatile uint64_t* ping = reinterpret_cast<volatile uint64_t*>(mem.data());
         uint64_t last_ping = 0;
         const auto service = [&] {
-            // Latency: the ping is looked at before anything else, and the
-            // pong leaves in a pass of its own at once (with the ping's ACK,
-            // TxOrder::before_rx), not after the control and liveness checks
-            // of the wait loop: those are off a round trip's critical path.
-            if (h.lat) {
-                const uint64_t v = *ping;
-                if (v != last_ping) {
-                    last_ping = v;
-                    std::memcpy(mem.data() + 8, &last_ping, 8);
-                    conn.post_send(1, Connection::write_wr(v, mr, mr.iova(8), 8, h.client_addr, h.client_rkey, false));
-                    dev->progress();
-                }
-            }
             static Completion c[64];  // static: a local array is re-initialised every pass
             size_t n;
             while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
@@ -616,6 +603,14 @@ int run_server(const Opts& o) {
                     ++recvd[s];
                     ++received;
                     conn.post_recv(s + 1, RecvWr{c[i].wr_id, mr.iova((size_t(s) * slots + k) * size), uint32_t(size), mr.lkey});
+                }
+            }
+            if (h.lat) {
+                const uint64_t v = *ping;
+                if (v != last_ping) {
+                    last_ping = v;
+                    std::memcpy(mem.data() + 8, &last_ping, 8);
+                    conn.post_send(1, Connection::write_wr(v, mr, mr.iova(8), 8, h.client_addr, h.client_rkey, false));
                 }
             }
         };
@@ -788,9 +783,8 @@ int run_client(const Opts& o) {
                 std::memcpy(mem.data() + 8, &i, 8);
                 const Time ts = dev->now();
                 conn.post_send(1, Connection::write_wr(i, mr, mr.iova(8), 8, rep.addr, rep.rkey, false));
-                for (;;) {
+                while (*pong != i) {
                     const bool moved = dev->progress() != 0;
-                    if (*pong == i) break;  // the pong first: the checks below are off the critical path
                     static Completion c[16];
                     for (size_t n = dev->poll_cq(dcq, c, 16), k = 0; k < n; ++k) check_wc(c[k], conn);
                     if (!moved && (++check_ctr & 1023) == 0) conn.check();
@@ -799,7 +793,6 @@ int run_client(const Opts& o) {
                     dev->idle(moved);
                 }
                 const Time te = dev->now();
-                dev->idle(true);  // the pass that brought the pong was active: restart the spin-then-block clock
                 lat.push_back(uint32_t(std::min<Time>(te - ts, UINT32_MAX)));
                 ++total_done;
                 report(te);
