@@ -809,42 +809,49 @@ int run_client(const Opts& o) {
             // A stream's work request is built once: per message only its id and
             // addresses change (atomics: built per message, their operands change).
             std::vector<SendWr> wrs(streams);
+            // The loop's constants in locals: the post call between uses would reload them through o.
+            const Op op = o.op;
+            const bool by_time = o.seconds > 0;
+            const uint64_t iters = o.iters;
+            const uint64_t slot_step = o.one_buffer ? 0 : size;  // one buffer: every message at slot 0
+            std::vector<uint64_t> lbase(streams), rbase(streams);  // a stream's slot 0, here and at the server
             for (uint32_t s = 0; s < streams; ++s) {
+                lbase[s] = mr.iova(size_t(s) * depth * size);
+                rbase[s] = rep.addr + uint64_t(s) * rep.slots * size;
                 if (o.op == Op::write) wrs[s] = Connection::write_wr(0, mr, 0, o.size, 0, rep.rkey);
                 else if (o.op == Op::read) wrs[s] = Connection::read_wr(0, mr, 0, o.size, 0, rep.rkey);
                 else if (o.op == Op::send) wrs[s] = Connection::send_wr(0, mr, 0, o.size);
             }
             for (;;) {
                 Time now = dev->now();
-                const bool more = o.seconds > 0 ? now < t_end : total_posted < o.iters;
+                const bool more = by_time ? now < t_end : total_posted < iters;
                 bool active = false;
                 if (more) {
                     for (uint32_t s = 0; s < streams; ++s) {
-                        while (posted[s] - done[s] < depth && (o.seconds > 0 || total_posted < o.iters)) {
+                        while (posted[s] - done[s] < depth && (by_time || total_posted < iters)) {
                             const uint32_t k = uint32_t(posted[s] % depth);
                             const bool timed = lat_sampled(posted[s]);
                             const uint64_t id = (uint64_t(s) << 32) | (timed ? kTimedBit : 0) | k;
                             // One buffer (the default): the cache footprint of one message per stream, as
                             // perftest's; --slots: depth of them.
-                            const uint32_t slot = o.one_buffer ? 0 : k;
-                            const uint64_t laddr = mr.iova((size_t(s) * depth + slot) * size);
-                            const uint64_t raddr = rep.addr + (uint64_t(s) * rep.slots + slot) * size;
+                            const uint64_t laddr = lbase[s] + k * slot_step;
+                            const uint64_t raddr = rbase[s] + k * slot_step;
                             SendWr& wr = wrs[s];
                             wr.wr_id = id;
                             wr.local_addr = laddr;
-                            if (o.op == Op::write) wr.remote_addr = raddr;
-                            else if (o.op == Op::read) {
+                            if (op == Op::write) wr.remote_addr = raddr;
+                            else if (op == Op::read) {
                                 if (o.verify) {
                                     uint8_t* const p = slot_ptr(s, k);
                                     if (size >= kBigWork) while_progressing(*dev, [&] { std::memset(p, 0, size); });
                                     else std::memset(p, 0, size);
                                 }
                                 wr.remote_addr = raddr;
-                            } else if (is_atomic(o.op)) {
+                            } else if (is_atomic(op)) {
                                 // Every atomic of a stream targets the stream's first slot at the server.
-                                const uint64_t word = rep.addr + uint64_t(s) * rep.slots * size;
+                                const uint64_t word = rbase[s];
                                 const uint64_t j = posted[s];
-                                wr = o.op == Op::fadd ? Connection::fadd_wr(id, mr, laddr, word, rep.rkey, 1)
+                                wr = op == Op::fadd ? Connection::fadd_wr(id, mr, laddr, word, rep.rkey, 1)
                                                       : Connection::cas_wr(id, mr, laddr, word, rep.rkey, j, j + 1);
                                 fetch_want[size_t(s) * depth + k] = j;
                                 std::memset(slot_ptr(s, k), 0xA5, 8);  // a result not written must not pass
@@ -865,14 +872,14 @@ int run_client(const Opts& o) {
                     for (size_t i = 0; i < n; ++i) {
                         check_wc(c[i], conn);
                         const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id) & ~kTimedBit;
-                        if (o.op == Op::read && o.verify) {
+                        if (op == Op::read && o.verify) {
                             bool good = false;
                             const auto check = [&] { good = check_pattern(slot_ptr(s, k), size, s + 1, k, scratch); };
                             if (size >= kBigWork) while_progressing(*dev, check);
                             else check();
                             if (!good) ++mismatches;
                         }
-                        if (is_atomic(o.op)) {
+                        if (is_atomic(op)) {
                             uint64_t got;
                             std::memcpy(&got, slot_ptr(s, k), 8);
                             if (got != fetch_want[size_t(s) * depth + k]) ++mismatches;  // executed twice, or lost
