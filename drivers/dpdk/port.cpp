@@ -56,6 +56,13 @@ inline uint16_t fold16(uint64_t s) {
     s = (s & 0xffffu) + (s >> 16);
     return uint16_t(s);
 }
+// The same for a sum of at most three 16-bit words (at most 0x2fffd): two
+// folds bring it to 16 bits (the first to at most 0x10001).
+inline uint16_t fold16_3(uint32_t s) {
+    s = (s & 0xffffu) + (s >> 16);
+    s = (s & 0xffffu) + (s >> 16);
+    return uint16_t(s);
+}
 inline uint16_t load16(const uint8_t* p) {
     uint16_t v;
     std::memcpy(&v, p, 2);
@@ -505,7 +512,7 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             m->l3_len = kIp;
             if (!caps_.tx_ip_cksum) {
                 const uint8_t* ib = d + kEth;
-                ip->hdr_checksum = uint16_t(~fold16(uint64_t(tmpl_[p.peer].ip_sum) + load16(ib) + load16(ib + 2)));
+                ip->hdr_checksum = uint16_t(~fold16_3(uint32_t(tmpl_[p.peer].ip_sum) + load16(ib) + load16(ib + 2)));
             }
             if (caps_.tx_udp_cksum) udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, ol);
 
