@@ -28,6 +28,7 @@ constexpr size_t kIp = sizeof(rte_ipv4_hdr);       // 20
 constexpr size_t kUdp = sizeof(rte_udp_hdr);       // 8
 constexpr size_t kL2L4 = kEth + kIp + kUdp;        // 42
 constexpr size_t kHdrRoom = 128;                   // >= kL2L4 + wire::kMaxHeaderLen (114)
+static_assert(kHdrRoom >= kL2L4 + sizeof(TxPacket::hdr), "tx_burst copies the whole header array");
 // An external buffer length is 16-bit: longer payloads become several segments.
 constexpr uint32_t kExtSegMax = 65535;
 // TX works in chunks so the per-call arrays are fixed-size members, not allocations.
@@ -51,6 +52,13 @@ inline uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 inline uint16_t fold16(uint64_t s) {
     s = (s & 0xffffffffu) + (s >> 32);
     s = (s & 0xffffu) + (s >> 16);
+    s = (s & 0xffffu) + (s >> 16);
+    s = (s & 0xffffu) + (s >> 16);
+    return uint16_t(s);
+}
+// The same for a sum of at most three 16-bit words (at most 0x2fffd): two
+// folds bring it to 16 bits (the first to at most 0x10001).
+inline uint16_t fold16_3(uint32_t s) {
     s = (s & 0xffffu) + (s >> 16);
     s = (s & 0xffffu) + (s >> 16);
     return uint16_t(s);
@@ -467,6 +475,7 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
         }
 
         size_t h = 0, e = 0;
+        uint64_t bytes = 0;  // of the valid packets, in order; the unsent are taken off after the burst
         for (size_t i = 0; i < take; ++i) {
             if (!tq.valid[i]) continue;
             const TxPacket& p = chunk[i];
@@ -486,19 +495,24 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
                 : uint16_t(cfg_.src_port_base + (p.entropy & cfg_.src_port_mask));
             udp->src_port = rte_cpu_to_be_16(sport);
             udp->dgram_len = rte_cpu_to_be_16(uint16_t(l4));
-            std::memcpy(d + kL2L4, p.hdr, p.hdr_len);
-            m->data_len = uint16_t(kL2L4 + p.hdr_len);
+            // The whole array, a fixed-size copy inlined instead of a memcpy call for
+            // hdr_len bytes (kHdrRoom holds it): the bytes past hdr_len lie past
+            // data_len, or the inline payload overwrites them.
+            std::memcpy(d + kL2L4, p.hdr, sizeof p.hdr);
+            uint32_t dlen = uint32_t(kL2L4) + p.hdr_len;
             if (p.payload_len && p.payload_len <= inline_max) {
-                std::memcpy(d + kL2L4 + p.hdr_len, p.payload, p.payload_len);
-                m->data_len = uint16_t(m->data_len + p.payload_len);
+                std::memcpy(d + dlen, p.payload, p.payload_len);
+                dlen += p.payload_len;
             }
+            m->data_len = uint16_t(dlen);
             m->pkt_len = uint32_t(kL2L4) + p.hdr_len + p.payload_len;
+            bytes += p.hdr_len + p.payload_len;
             m->ol_flags = ol;
             m->l2_len = kEth;
             m->l3_len = kIp;
             if (!caps_.tx_ip_cksum) {
                 const uint8_t* ib = d + kEth;
-                ip->hdr_checksum = uint16_t(~fold16(uint64_t(tmpl_[p.peer].ip_sum) + load16(ib) + load16(ib + 2)));
+                ip->hdr_checksum = uint16_t(~fold16_3(uint32_t(tmpl_[p.peer].ip_sum) + load16(ib) + load16(ib + 2)));
             }
             if (caps_.tx_udp_cksum) udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, ol);
 
@@ -527,17 +541,19 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             rte_pktmbuf_free_bulk(tq.hdr + sent, unsigned(nhdr - sent));
             st.tx_ring_full += nhdr - sent;
             consumed = tq.src[sent];
+            for (size_t j = sent; j < nhdr; ++j) {
+                const TxPacket& p = chunk[tq.src[j]];
+                bytes -= p.hdr_len + p.payload_len;
+            }
         }
-        for (size_t i = 0; i < consumed; ++i) {
-            if (tq.valid[i]) continue;
-            const TxPacket& p = chunk[i];
-            if (p.peer >= npeers) ++st.tx_bad_peer;
-            else ++st.tx_bad_len;
-        }
-        for (size_t j = 0; j < sent; ++j) {
-            const TxPacket& p = chunk[tq.src[j]];
-            st.tx_bytes += p.hdr_len + p.payload_len;
-        }
+        if (nhdr < take)  // some were refused: count those consumed by reason
+            for (size_t i = 0; i < consumed; ++i) {
+                if (tq.valid[i]) continue;
+                const TxPacket& p = chunk[i];
+                if (p.peer >= npeers) ++st.tx_bad_peer;
+                else ++st.tx_bad_len;
+            }
+        st.tx_bytes += bytes;
         st.tx_packets += sent;
         done += consumed;
         if (consumed < take) break;

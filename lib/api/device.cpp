@@ -265,10 +265,10 @@ size_t Device::step_locked(Time now) {
 // R-NOTIFY-2: the notifications the engine raised in this pass (or API call)
 // go to their CQs' channels; the eventfd writes happen here, in the loop, not
 // in the engine (doc/architecture.md 4.1).
-void Device::deliver_cq_events_locked() {
-    // Most posts and passes raise none: skip the array and the engine's queue
-    // (about 65 instructions per posted message otherwise, doc/performance.md 7.3).
-    if (!eng_.cq_events_pending()) return;
+// Most posts and passes raise none: deliver_cq_events_locked (api.hpp) skips
+// the array and the engine's queue then (about 65 instructions per posted
+// message otherwise, doc/performance.md 7.3).
+void Device::deliver_cq_events_now_locked() {
     CqEvent ev[16];
     for (size_t n; (n = eng_.take_cq_events(ev, 16)) > 0;)
         for (size_t i = 0; i < n; ++i)
@@ -499,20 +499,24 @@ bool Device::try_post_srq_recv(uint32_t srq, const RecvWr& wr) {
 template <class Wr, class Post>
 Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept {
     Status s = Status::ok;
-    posted = 0;
-    {
-        MaybeLock g(mu_, thr_.joinable());
-        while (posted < n && (s = post(wrs[posted])) == Status::ok) ++posted;
+    size_t k = 0;  // a local: the loop does not store through posted per entry
+    const auto post_all = [&] {
+        while (k < n && (s = post(wrs[k])) == Status::ok) ++k;
         deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+    };
+    if (!thr_.joinable()) {
+        post_all();  // manual progress: no engine thread, no lock
+    } else {
+        std::lock_guard<std::mutex> g(mu_);
+        post_all();
         // A caller that drives the loop and posts between its polls is still driving.
-        if (thr_.joinable()) {
-            const Time now = tr_->now();
-            returned_locked(now);
-            if (now < driven_until_.load(std::memory_order_relaxed))
-                driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
-        }
+        const Time now = tr_->now();
+        returned_locked(now);
+        if (now < driven_until_.load(std::memory_order_relaxed))
+            driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
     }
-    if (wake && posted) kick();
+    posted = k;
+    if (wake && k) kick();
     return s;
 }
 
@@ -749,7 +753,11 @@ void Connection::set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic) {
 bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
     size_t posted = 0;
     const Status s = dev_->submit_sends(id_, stream_id, &wr, 1, posted);
-    if (s == Status::ok) return true;
+    if (s == Status::ok) [[likely]] return true;
+    return send_refused(stream_id, s);  // out of line: the error paths' strings cost the post a frame
+}
+
+[[gnu::noinline, gnu::cold]] bool Connection::send_refused(uint32_t stream_id, Status s) {
     if (s == Status::queue_full) return false;
     if (s == Status::bad_state) {
         check();

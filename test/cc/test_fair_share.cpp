@@ -162,3 +162,31 @@ TEST_CASE("a sender of unknown rate that went quiet stops sharing before the int
     CHECK(fs.is_active(sht));
     CHECK(fs.hint_kbps(lng) == Approx(kCapKbps / 3).epsilon(0.01));
 }
+
+TEST_CASE("the pacer's allow agrees with release_time at every step, in debt or not (R-HINT-5)", "[cc][hint]") {
+    // allow() answers without arithmetic while the bucket is not in debt;
+    // release_time() always computes the tokens: both must give the same
+    // answer, through a first packet, debts, idle gaps and rate changes.
+    TokenBucket tb;
+    Time t = 1'000'000;
+    uint64_t rng = 88172645463325252ull;
+    const auto next = [&] { rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; return rng; };
+    tb.start_kbps(10'000'000, t);
+    int allowed = 0, refused = 0;
+    for (int i = 0; i < 200000; ++i) {
+        const uint64_t r = next();
+        if (r % 1000 == 0) tb.set_rate_kbps(uint32_t(1'000'000 + next() % 100'000'000), t);
+        if (r % 3 == 0) t += next() % 5000;  // a new pass, sometimes an idle gap
+        const uint32_t pkt = uint32_t(64 + next() % 4104);
+        const bool a = tb.allow(t, pkt);
+        REQUIRE(a == (tb.release_time(t, pkt) == t));
+        if (a) {
+            tb.consume(t, pkt);
+            ++allowed;
+        } else {
+            ++refused;
+        }
+    }
+    CHECK(allowed > 1000);
+    CHECK(refused > 1000);  // both answers were exercised
+}

@@ -438,6 +438,7 @@ public:
 private:
     friend class Device;
     Connection(Device* d, uint32_t id, uint32_t peer) : dev_(d), id_(id), peer_(peer) {}
+    bool send_refused(uint32_t stream_id, Status s);  // try_post_send's answer to a post that failed
     Device* dev_ = nullptr;
     uint32_t id_ = 0;
     uint32_t peer_ = 0;
@@ -587,7 +588,12 @@ private:
     friend class Connection;
     friend class CompletionChannel;
     size_t step_locked(Time now);
-    void deliver_cq_events_locked();
+    // Runs after every post and pass; most raise no notification, and then it
+    // costs the one test, not a call with its frame.
+    void deliver_cq_events_locked() {
+        if (eng_.cq_events_pending()) [[unlikely]] deliver_cq_events_now_locked();
+    }
+    void deliver_cq_events_now_locked();
     void handle_events_locked();
     void engine_thread();
     void kick() noexcept;

@@ -190,13 +190,36 @@ public:
         resize();
     }
     uint32_t rate_kbps() const noexcept { return rate_kbps_; }
-    bool allow(Time now, uint32_t bytes) const noexcept;
-    void consume(Time now, uint32_t bytes) noexcept;
+    // allow and consume run for every paced packet: inline, and a bucket not
+    // in debt allows without arithmetic (tokens only accrue with time).
+    bool allow(Time now, uint32_t bytes) const noexcept {
+        // A packet larger than what is left may go once the bucket is non-negative:
+        // the debt is repaid before the next one (keeps the long-run rate exact).
+        (void)bytes;
+        if (rate_kbps_ == 0 || before_first_ || tokens_ >= 0.0) return true;
+        return tokens_at(now) >= 0.0;
+    }
+    void consume(Time now, uint32_t bytes) noexcept {
+        if (rate_kbps_ == 0) return;
+        // A new pass (every packet of one tx pass carries the same time).
+        if (now != last_send_) new_pass(now);
+        tokens_ = tokens_at(now) - double(bytes);
+        last_ = now;
+        before_first_ = false;
+    }
     // Earliest time allow(t, bytes) becomes true (now if already true).
     Time release_time(Time now, uint32_t bytes) const noexcept;
 
 private:
-    double tokens_at(Time now) const noexcept;
+    // kbit/s to bytes per nanosecond: kbps * 1000 / 8 bytes/s / 1e9.
+    static double bytes_per_ns(uint32_t kbps) noexcept { return double(kbps) * 125.0 / 1e9; }
+    double tokens_at(Time now) const noexcept {
+        if (rate_kbps_ == 0) return double(burst_);
+        if (before_first_) return 0.0;
+        const double dt = now > last_ ? double(now - last_) : 0.0;
+        return std::min(double(burst_), tokens_ + dt * bytes_per_ns(rate_kbps_));
+    }
+    void new_pass(Time now) noexcept;
     void resize() noexcept;
     uint32_t rate_kbps_ = 0;
     uint32_t min_burst_;
