@@ -49,7 +49,7 @@ ap.add_argument("--a-forms", default="unpipelined,pipelined",
 ap.add_argument("--a-slices", type=int, default=8, help="(a) pipelined: slices per step")
 ap.add_argument("--a-window", type=int, default=8, help="(a) pipelined: slices in flight per sender (NCCL_STEPS)")
 ap.add_argument("--a-csv", default="", help="(a): CSV file name (default ring-loss-HOSTS.csv; "
-                "give another to keep a second size's table beside it)")
+                "give another to keep a second size's table beside it; --plots then draws NAME.svg from it)")
 ap.add_argument("--e-hosts", type=int, default=64)
 ap.add_argument("--e-ring-mib", type=int, default=64, help="(e): ring all-reduce MiB per host")
 ap.add_argument("--e-a2a-mib", type=int, default=16, help="(e): all-to-all MiB per host")
@@ -468,8 +468,9 @@ def plots():
 
     def have(f):
         return os.path.exists(os.path.join(d, f))
-    if "a" in plot_tables and have(f"ring-loss-{a.hosts}.csv"):
-        rows = list(csv.DictReader(open(os.path.join(d, f"ring-loss-{a.hosts}.csv"))))
+    a_csv = a.a_csv or f"ring-loss-{a.hosts}.csv"
+    if "a" in plot_tables and have(a_csv):
+        rows = list(csv.DictReader(open(os.path.join(d, a_csv))))
         # one small data file per (form, transport): loss %, of lossless
         series = []
         for r in rows:
@@ -485,7 +486,7 @@ def plots():
                     "pipelined-nic-red": "dt 4 pt 9"}.get(form, "dt 2 pt 6")
             color = {"mroce": "'#0072b2'", "RoCEv2": "'#d55e00'", "RoCEv2+PFC": "'#009e73'"}.get(tr, "'gray'")
             plots_.append(f"$s{idx} using 1:2 with linespoints {dash} lc rgb {color} lw 2 title '{tr}, {form}'")
-        gnuplot("ring-loss.svg", blocks + "set key below\n"
+        gnuplot(a_csv.replace(".csv", ".svg") if a.a_csv else "ring-loss.svg", blocks + "set key below\n"
                 "set xlabel 'random loss per end-to-end path (%)'\nset ylabel 'goodput, fraction of lossless'\n"
                 "set xrange [0:10.2]\nset yrange [0:1.05]\n"
                 f"set title 'Ring all-reduce, {a.hosts} hosts, {a.gbps:g} Gbit/s, {a.mib} MiB per host'\n"
