@@ -101,6 +101,15 @@ def op_workload(op, loss, bulk_n):
     return str(n), ["-s", "65536"]
 
 
+def check_injected(cj, sj, loss):
+    """With loss injected, both ends together dropped something (else the run proved nothing)."""
+    if loss > 0:
+        injected = cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"]
+        if injected == 0:
+            fail("loss injection dropped nothing")
+        print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
+
+
 def case_verify(op, loss):
     loss = float(loss)
     n, size = op_workload(op, loss, 600)
@@ -113,11 +122,7 @@ def case_verify(op, loss):
         fail(f"{cj['messages']} messages completed, expected {n}")
     if op == "send" and sj["received"] != int(n):
         fail(f"server received {sj['received']} of {n} SENDs")
-    if loss > 0:
-        injected = cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"]
-        if injected == 0:
-            fail("loss injection dropped nothing")
-        print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
+    check_injected(cj, sj, loss)
     if cj["op"] != op or cj["size"] != (8 if op in ("fadd", "cas") else 65536):
         fail(f"client ran op {cj['op']} size {cj['size']}")
     print(f"PASS verify {op} loss {loss}: {cj['goodput_gbps']:.2f} Gbit/s, {cj['msg_rate']:.0f} msg/s, "
@@ -134,11 +139,7 @@ def check_lat(cj, sj, n, loss):
         fail(f"{cj['messages']} round trips completed, expected {n}")
     if not 0 < cj["lat_p50_us"] <= cj["lat_p99_us"] <= cj["lat_p999_us"]:
         fail(f"latency percentiles out of order: {cj['lat_p50_us']} {cj['lat_p99_us']} {cj['lat_p999_us']}")
-    if loss > 0:
-        injected = cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"]
-        if injected == 0:
-            fail("loss injection dropped nothing")
-        print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
+    check_injected(cj, sj, loss)
 
 
 def case_lat(loss):
@@ -441,11 +442,7 @@ def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
     for who, j in (("client", cj), ("server", sj)):
         if j["engine"]["rx_decode_errors"]:
             fail(f"{who}: {j['engine']['rx_decode_errors']} decode errors")
-    if loss > 0:
-        injected = cj["engine"]["injected_drops"] + sj["engine"]["injected_drops"]
-        if injected == 0:
-            fail("loss injection dropped nothing")
-        print(f"injected drops {injected}, retransmits client {cj['retransmits']}")
+    check_injected(cj, sj, loss)
     # The arrangement: each end ran the key's stages, and they did the work (their own counters).
     for who, j, err in (("client", cj, cerr), ("server", sj, serr)):
         e = j["engine"]
