@@ -857,7 +857,7 @@ struct Engine::Impl {
     [[gnu::noinline]] void count_decode_error(wire::DecodeError e);
     [[gnu::noinline]] void rx_control(Conn& c, const wire::Packet& pk, Time now);
     [[gnu::always_inline]] inline void rx_data(Conn& c, const wire::Packet& pk, bool ce, Time now);
-    void rx_ack(Conn& c, const wire::Packet& pk, Time now);
+    void rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time now);
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
     void void_read_resp(Conn& c, const wire::DataHeader& d);
     void rx_nak(Conn& c, const wire::Packet& pk);

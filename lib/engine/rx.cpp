@@ -180,21 +180,46 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
 bool Engine::Impl::rx_other(const RxPacket& rp, Time now) {
     wire::Packet& pk = rx_pk;
     const uint8_t* const p = rp.data;
-    wire::DecodeError e;
     if (rp.len2 == 0 && rp.len == wire::kAckLen && p[0] == wire::kVersion && p[1] == uint8_t(PacketType::ack))
         [[likely]] {
         // An ACK in one buffer (the datagram rx_other meets most): decode()'s
-        // steps for it, in its order with its results, without its dispatch.
-        wire::detail::get_common(p, pk.common);
-        pk.payload = {};
-        pk.payload_tail = {};
-        e = pk.common.dst_conn == 0 || pk.common.src_conn == 0 ? wire::DecodeError::inconsistent  // R-WIRE-5
-                                                               : wire::detail::decode_ack_fields(p, pk.ack);
-    } else {
-        // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
-        e = rp.len2 == 0 ? wire::decode({rp.data, rp.len}, pk)
-                         : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
+        // checks and the steps below for it, in their order with their
+        // results, read straight from the wire (issue 24). Only the fields
+        // rx_ack reads are decoded, into a local: nothing goes through rx_pk.
+        using wire::detail::get16;
+        using wire::detail::get32;
+        using wire::detail::get64;
+        const uint32_t dst = get32(p + 4), src = get32(p + 8);
+        wire::AckHeader a;
+        a.cum_psn = get32(p + 16);
+        a.ts_echo = get32(p + 20);
+        a.rate_hint = get32(p + 24);
+        a.ce_count = get16(p + 28);
+        for (int i = 0; i < 4; ++i) a.sack[i] = get64(p + 40 + 8 * i);
+        if (dst == 0 || src == 0 || a.ce_count > get16(p + 30)) [[unlikely]] {  // R-WIRE-5
+            count_decode_error(wire::DecodeError::inconsistent);
+            return false;
+        }
+        Conn* c = conn(dst);
+        if (!c) [[unlikely]] {
+            ++st.rx_unknown_conn;  // R-ERR-2
+            return false;
+        }
+        wake(*c);
+        // R-ERR-2: a packet must come from the connection's peer endpoint
+        // (an ACK to a connecting connection is counted so too).
+        if (src != c->remote_conn || (c->state != ConnState::established && c->state != ConnState::closing))
+            [[unlikely]] {
+            ++st.rx_unknown_conn;
+            return false;
+        }
+        c->last_rx = now;
+        rx_ack(*c, get16(p + 12), a, now);
+        return false;
     }
+    // A datagram in two spans (a chained mbuf) is decoded where it lies: no linearising copy.
+    const wire::DecodeError e = rp.len2 == 0 ? wire::decode({rp.data, rp.len}, pk)
+                                             : wire::decode_split({rp.data, rp.len}, {rp.data2, rp.len2}, pk);
     if (e != wire::DecodeError::ok) [[unlikely]] {
         count_decode_error(e);
         return false;
@@ -245,7 +270,7 @@ void Engine::Impl::count_decode_error(wire::DecodeError e) {
 void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) {
     Conn* c = &conn_ref;
     switch (pk.common.type) {
-    case PacketType::ack: rx_ack(*c, pk, now); break;
+    case PacketType::ack: rx_ack(*c, pk.common.path_id, pk.ack, now); break;
     case PacketType::nak: rx_nak(*c, pk); break;
     case PacketType::probe: {
         if (pk.common.path_id >= c->peer_paths) { ++st.rx_bad_path; break; }  // R-PATH-3
@@ -1383,9 +1408,7 @@ bool Engine::Impl::rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Tim
     return true;
 }
 
-void Engine::Impl::rx_ack(Conn& c, const wire::Packet& pk, Time now) {
-    const wire::AckHeader& a = pk.ack;
-    const uint16_t pi = pk.common.path_id;
+void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time now) {
     if (pi >= c.paths.size()) {
         ++st.rx_bad_path;
         return;

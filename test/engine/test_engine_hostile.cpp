@@ -294,3 +294,95 @@ TEST_CASE("a two-span datagram whose header straddles the spans is dropped and c
         return done == 1;
     }, 1'000'000'000));
 }
+
+// The engine's ACK in one buffer is read straight from the wire (issue 24,
+// rx_other): each forged field must be dropped and counted as decode() and
+// the general steps count it, and leave the connection working.
+TEST_CASE("a forged ACK is dropped and counted by cause, and changes nothing", "[engine][hostile]") {
+    EngineConfig cfg;
+    cfg.num_paths = 4;
+    Engine a(cfg), b(cfg);
+    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
+    uint32_t cqa, cqb;
+    REQUIRE(a.create_cq(64, cqa) == Status::ok);
+    REQUIRE(b.create_cq(64, cqb) == Status::ok);
+    const uint32_t all = kAccessLocalWrite | kAccessRemoteWrite;
+    std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0);
+    MrInfo ms, md;
+    REQUIRE(a.register_mr(pda, src.data(), src.size(), all, ms) == Status::ok);
+    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), all, md) == Status::ok);
+    PairLink link(a, b, 5);
+    std::vector<std::vector<uint8_t>> acks;  // B's ACKs in one buffer
+    link.drop_if = [&](int from, const TxPacket& t) {
+        if (from == 1 && t.hdr_len == wire::kAckLen && !t.payload_len && t.hdr[1] == uint8_t(wire::PacketType::ack))
+            acks.emplace_back(t.hdr, t.hdr + t.hdr_len);
+        return false;
+    };
+    uint32_t ca, cb;
+    REQUIRE(mroce::test::connect_pair(link, ca, cb));
+    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
+    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    auto write = [&](uint64_t id) {
+        SendWr w;
+        w.wr_id = id;
+        w.op = OpKind::write;
+        w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data()));
+        w.length = 64;
+        w.lkey = ms.lkey;
+        w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
+        w.rkey = md.rkey;
+        REQUIRE(a.post_send(ca, 1, w) == Status::ok);
+        size_t done = 0;
+        REQUIRE(link.run([&] {
+            Completion c[4];
+            done += a.poll_cq(cqa, c, 4);
+            return done == 1;
+        }, 1'000'000'000));
+    };
+    write(1);
+    REQUIRE(!acks.empty());
+    const std::vector<uint8_t> ack = acks.back();
+    auto feed = [&](std::vector<uint8_t> d) {
+        RxPacket r;
+        r.data = d.data();
+        r.len = uint32_t(d.size());
+        r.peer = 1;
+        a.rx_burst(&r, 1, link.now);
+    };
+    const EngineStats before = a.stats();
+    ConnStats cs_before;
+    REQUIRE(a.conn_stats(ca, cs_before) == Status::ok);
+    std::vector<uint8_t> d = ack;
+    d[29] = 2, d[28] = 0, d[31] = 1, d[30] = 0;  // ce_count 2 above rx_count 1 (R-WIRE-5)
+    feed(d);
+    d = ack;
+    std::memset(&d[4], 0, 4);  // dst_conn 0
+    feed(d);
+    d = ack;
+    std::memset(&d[8], 0, 4);  // src_conn 0
+    feed(d);
+    CHECK(a.stats().rx_inconsistent == before.rx_inconsistent + 3);
+    CHECK(a.stats().rx_decode_errors == before.rx_decode_errors + 3);
+    d = ack;
+    d[7] ^= 0x40;  // no such connection
+    feed(d);
+    d = ack;
+    d[11] ^= 0x40;  // not the connection's peer (R-ERR-2)
+    feed(d);
+    CHECK(a.stats().rx_unknown_conn == before.rx_unknown_conn + 2);
+    d = ack;
+    d[12] = 0, d[13] = 4;  // path 4 of 4 (R-PATH-3)
+    feed(d);
+    CHECK(a.stats().rx_bad_path == before.rx_bad_path + 1);
+    d = ack;
+    d[16] ^= 0x40;  // acknowledges PSNs never sent
+    feed(d);
+    CHECK(a.stats().rx_stale == before.rx_stale + 1);
+    CHECK(a.stats().rx_decode_errors == before.rx_decode_errors + 3);
+    ConnStats cs;
+    REQUIRE(a.conn_stats(ca, cs) == Status::ok);
+    CHECK(cs.tx_data_packets == cs_before.tx_data_packets);
+    CHECK(a.conn_state(ca) == ConnState::established);
+    write(2);  // the connection works on
+    CHECK(a.stats().rx_decode_errors == before.rx_decode_errors + 3);
+}
