@@ -496,27 +496,18 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
 // path's are read before the next plan writes them again.
 void Engine::Impl::plan_one_path(Conn& c, Time now) {
     const uint32_t n = c.num_paths;
-    uint32_t pi = c.rr_path < n ? c.rr_path : 0;
-    uint32_t best = n;
-    uint64_t best_score = kNoPath, best_step = 0;
-    uint32_t best_room = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-        uint32_t room = 0;
-        uint64_t step = 0;
-        const uint64_t score = path_score(c.paths[pi], room, step);
-        c.set_score(pi, score);
-        if (score < best_score) {
-            best = pi;
-            best_score = score;
-            best_step = step;
-            best_room = room;
-        }
-        pi = pi + 1 == n ? 0 : pi + 1;
-    }
-    if (best == n) return;  // pick_path finds no path: nothing is sent
+    uint32_t room = 0;
+    uint64_t step = 0;
+    for (uint32_t pi = 0; pi < n; ++pi) c.set_score(pi, path_score(c.paths[pi], room, step));
+    // pick_path's choice: the first lowest score in order from rr_path.
+    const uint64_t* sc = c.sched_score.data();
+    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
+    uint32_t best = start;
+    for (uint32_t i = start + 1; i < start + n; ++i) best = sc[i] < sc[best] ? i : best;
+    if (sc[best] == kNoPath) return;  // pick_path finds no path: nothing is sent
+    if (best >= n) best -= n;
     TxPath& p = c.paths[best];
-    p.sched_room = best_room;
-    p.sched_step = best_step;
+    path_score(p, p.sched_room, p.sched_step);
     plan_send_timer(p, now);
 }
 
