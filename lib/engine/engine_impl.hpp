@@ -920,7 +920,6 @@ struct Engine::Impl {
     // more (doc/performance.md 7.1, round 15).
     template <bool Lazy>
     [[gnu::noinline]] void plan_paths_as(Conn& c, Time now);
-    [[gnu::noinline]] void plan_one_path(Conn& c, Time now);
     Time send_timer(TxPath& p, Time now) const;
     Time plan_send_timer(TxPath& p, Time now) const;
     [[gnu::always_inline]] inline int pick_path(Conn& c);

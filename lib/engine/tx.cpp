@@ -449,27 +449,6 @@ static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
     return plan_send_timer(p, now);
 }
 
-// R-SCHED-1..3: a path's score, kNoPath if it may take nothing (path_open),
-// and then room and step left as they were. Shared by both plans, so that the
-// one-packet plan scores exactly as the full one.
-[[gnu::always_inline]] static inline uint64_t path_score(const TxPath& p, uint32_t& room, uint64_t& step) {
-    // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
-    // where std::max's reference is a compare and two jumps.
-    const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
-    const uint32_t win = uint32_t(cwnd);
-    const uint32_t span = p.snd_nxt - tx_floor(p);
-    if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) return kNoPath;
-    room = std::min(win - p.inflight, kPathRing - span);
-    // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
-    uint64_t k = p.srtt / 64 + 16;
-    if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
-    // cwnd * 16 through int64_t: win's conversion above already needs
-    // cwnd < 2^32, so the product fits, and the signed conversion is one
-    // instruction where the unsigned one tests the range first.
-    step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
-    return uint64_t(p.inflight + 1) * step;
-}
-
 // The loop once for each case (plan_paths), so that the case is decided
 // once per burst, not tested once per path.
 template <bool Lazy>
@@ -480,49 +459,29 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
-        uint32_t room = 0;
-        uint64_t step = 0;
-        const uint64_t score = path_score(p, room, step);
-        p.sched_room = room;  // 0: not eligible (an eligible path has room for one at least)
-        if (room) p.sched_step = step;
-        c.set_score(pi, score);
+        // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
+        // where std::max's reference is a compare and two jumps.
+        const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
+        const uint32_t win = uint32_t(cwnd);
+        const uint32_t span = p.snd_nxt - tx_floor(p);
+        if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
+            p.sched_room = 0;  // not eligible (path_open)
+            c.set_score(pi, kNoPath);
+            continue;
+        }
+        p.sched_room = std::min(win - p.inflight, kPathRing - span);
+        // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
+        uint64_t k = p.srtt / 64 + 16;
+        if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
+        // cwnd * 16 through int64_t: win's conversion above already needs
+        // cwnd < 2^32, so the product fits, and the signed conversion is one
+        // instruction where the unsigned one tests the range first.
+        p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
+        c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
     }
-}
-
-// A burst that can send one packet at most (plan_paths): every path's score
-// as the full plan has it, so the burst's one pick_path chooses what it
-// would; the room, step and timer only for the path that pick will choose
-// (the first lowest score from rr_path, pick_path's order), as no other
-// path's are read before the next plan writes them again.
-void Engine::Impl::plan_one_path(Conn& c, Time now) {
-    const uint32_t n = c.num_paths;
-    uint32_t room = 0;
-    uint64_t step = 0;
-    for (uint32_t pi = 0; pi < n; ++pi) c.set_score(pi, path_score(c.paths[pi], room, step));
-    // pick_path's choice: the first lowest score in order from rr_path.
-    const uint64_t* sc = c.sched_score.data();
-    const uint32_t start = c.rr_path < n ? c.rr_path : 0;
-    uint32_t best = start;
-    for (uint32_t i = start + 1; i < start + n; ++i) best = sc[i] < sc[best] ? i : best;
-    if (sc[best] == kNoPath) return;  // pick_path finds no path: nothing is sent
-    if (best >= n) best -= n;
-    TxPath& p = c.paths[best];
-    path_score(p, p.sched_room, p.sched_step);
-    plan_send_timer(p, now);
 }
 
 void Engine::Impl::plan_paths(Conn& c, Time now) {
-    // One message of one packet to send, and nothing else (no resend, tail
-    // probe or redundant copy): the burst makes one pick_path at most
-    // (single_run or emit_data, each of which ends the connection's data
-    // for the burst once its job is gone).
-    if (c.jobs.size() == 1 && c.retx.empty() && c.tlp.empty() && !c.red) {
-        const TxJob& job = c.jobs.front();
-        if (job.kind == JobKind::request && c.streams[job.stream_idx].sq[job.slot].npkts == 1) {
-            plan_one_path(c, now);
-            return;
-        }
-    }
     // The retransmission timer a send on the path arms (send_timer): with
     // one message to send or none (a ping-pong's burst, most often of one
     // packet) worked out by the burst's first send on each path it uses, so
