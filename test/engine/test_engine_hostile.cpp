@@ -301,17 +301,9 @@ TEST_CASE("a two-span datagram whose header straddles the spans is dropped and c
 TEST_CASE("a forged ACK is dropped and counted by cause, and changes nothing", "[engine][hostile]") {
     EngineConfig cfg;
     cfg.num_paths = 4;
-    Engine a(cfg), b(cfg);
-    const uint32_t pda = a.alloc_pd(), pdb = b.alloc_pd();
-    uint32_t cqa, cqb;
-    REQUIRE(a.create_cq(64, cqa) == Status::ok);
-    REQUIRE(b.create_cq(64, cqb) == Status::ok);
-    const uint32_t all = kAccessLocalWrite | kAccessRemoteWrite;
-    std::vector<uint8_t> src(4096, 0x5a), dst(4096, 0);
-    MrInfo ms, md;
-    REQUIRE(a.register_mr(pda, src.data(), src.size(), all, ms) == Status::ok);
-    REQUIRE(b.register_mr(pdb, dst.data(), dst.size(), all, md) == Status::ok);
-    PairLink link(a, b, 5);
+    Side sa(cfg, 4096), sb(cfg, 4096);
+    Engine& a = sa.eng;
+    PairLink link(a, sb.eng, 5);
     std::vector<std::vector<uint8_t>> acks;  // B's ACKs in one buffer
     link.drop_if = [&](int from, const TxPacket& t) {
         if (from == 1 && t.hdr_len == wire::kAckLen && !t.payload_len && t.hdr[1] == uint8_t(wire::PacketType::ack))
@@ -319,25 +311,33 @@ TEST_CASE("a forged ACK is dropped and counted by cause, and changes nothing", "
         return false;
     };
     uint32_t ca, cb;
-    REQUIRE(mroce::test::connect_pair(link, ca, cb));
-    REQUIRE(a.create_stream(ca, 1, pda, cqa, cqa) == Status::ok);
-    REQUIRE(b.create_stream(cb, 1, pdb, cqb, cqb) == Status::ok);
+    connect_stream(link, sa, sb, 1, ca, cb);
+    // Each WRITE carries its own bytes to its own place, so a success that
+    // did not land (or landed elsewhere) shows in B's memory.
     auto write = [&](uint64_t id) {
+        const size_t off = 64 * id;
+        for (size_t i = 0; i < 64; ++i) sa.mem[off + i] = uint8_t(0x5a ^ (i * 7 + id));
         SendWr w;
         w.wr_id = id;
         w.op = OpKind::write;
-        w.local_addr = uint64_t(reinterpret_cast<uintptr_t>(src.data()));
+        w.local_addr = sa.addr(off);
         w.length = 64;
-        w.lkey = ms.lkey;
-        w.remote_addr = uint64_t(reinterpret_cast<uintptr_t>(dst.data()));
-        w.rkey = md.rkey;
+        w.lkey = sa.mr.lkey;
+        w.remote_addr = sb.addr(off);
+        w.rkey = sb.mr.rkey;
         REQUIRE(a.post_send(ca, 1, w) == Status::ok);
         size_t done = 0;
         REQUIRE(link.run([&] {
             Completion c[4];
-            done += a.poll_cq(cqa, c, 4);
+            const size_t k = a.poll_cq(sa.cq, c, 4);
+            for (size_t j = 0; j < k; ++j) {
+                CHECK(c[j].wr_id == id);
+                CHECK(c[j].status == WcStatus::success);
+            }
+            done += k;
             return done == 1;
         }, 1'000'000'000));
+        CHECK(std::memcmp(sb.mem.data() + off, sa.mem.data() + off, 64) == 0);
     };
     write(1);
     REQUIRE(!acks.empty());
