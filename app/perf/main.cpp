@@ -44,7 +44,14 @@ constexpr uint32_t kMagic = 0x6D524F50;  // "mROP"
 constexpr uint32_t kCtrl = 0;            // control stream id
 constexpr uint32_t kMaxStreams = 64;
 constexpr uint32_t kCtrlBuf = 1024;
-constexpr uint32_t kTimedBit = 1u << 31;  // in a data wr_id's low word (the slot): in the latency sample
+// A data message's wr_id: stream, the latency-sample bit, slot, and the low
+// 32 bits of its number in its stream (a completion retires every message of
+// the stream up to it, unsignaled ones included: R-CMPL-2's post order).
+constexpr uint64_t kTimedBit = 1ull << 47;
+constexpr uint64_t data_wr_id(uint32_t s, bool timed, uint32_t k, uint64_t j) {
+    return uint64_t(s) << 48 | (timed ? kTimedBit : 0) | uint64_t(k) << 32 | uint32_t(j);
+}
+constexpr uint32_t kDefaultCqMod = 100;  // perftest's (DEF_CQ_MOD)
 
 enum class Op : uint32_t { write = 1, send = 2, read = 3, fadd = 4, cas = 5 };
 constexpr bool is_atomic(Op o) { return o == Op::fadd || o == Op::cas; }
@@ -95,6 +102,7 @@ struct Opts {
     uint32_t paths = 0;
     uint32_t streams = 1;
     uint32_t depth = 0;
+    uint32_t cq_mod = 0;  // 0: kDefaultCqMod
     bool json = false;
     bool verify = false;
     bool lat = false;
@@ -143,8 +151,8 @@ void usage(FILE* f) {
         "                        path source ports are the next path_port_span ports after it\n"
         "                        (driver udp only: dpdk devices have their own addresses and share -p)\n"
         "  -s, --size BYTES      message size (default 65536; --lat, fadd, cas: 8)\n"
-        "  -n, --iters N         messages in total over all streams (default 5000, at most 8 GiB of\n"
-        "                        them but 4 or more, unless -D)\n"
+        "  -n, --iters N         messages in total, split evenly over the streams (default 5000, at\n"
+        "                        most 8 GiB of them but 4 or more, unless -D)\n"
         "  -D, --duration S      run S seconds instead of a message count\n"
         "      --op write|send|read|fadd|cas   operation (default write); fadd and cas are 8-byte\n"
         "                        atomics (as ib_atomic_bw's FETCH_AND_ADD / CMP_AND_SWAP) on one\n"
@@ -153,6 +161,11 @@ void usage(FILE* f) {
         "                        word must end at the stream's message count (executed exactly once)\n"
         "  -t, --depth N         outstanding messages per stream, 1..256 (default: 4 MiB worth,\n"
         "                        at least 2, at most 128)\n"
+        "      --cq-mod N        request a completion for 1 message in N of each stream, as perftest's\n"
+        "                        --cq-mod (default 100, at most half the depth), and for each stream's\n"
+        "                        last message and every message of the latency sample; a completion\n"
+        "                        retires its stream's messages before it (post order). --lat, fadd,\n"
+        "                        cas and read --verify: every message (each is checked on completion)\n"
         "      --paths N         paths this side sends on (read data flows server->client: give it\n"
         "                        to the server too)\n"
         "      --streams N       data streams (QPs) on the connection, 1..%u (default 1)\n"
@@ -217,7 +230,7 @@ double prob(const char* opt, const char* v) {
 Opts parse(int argc, char** argv) {
     Opts o;
     enum { O_OP = 1000, O_PATHS, O_STREAMS, O_JSON, O_CONFIG, O_LOSS, O_CE, O_VERIFY, O_LAT, O_SEED, O_CT, O_LP,
-           O_DEV, O_AT, O_SPIN, O_ONEBUF, O_SLOTS };
+           O_DEV, O_AT, O_SPIN, O_ONEBUF, O_SLOTS, O_CQMOD };
     static const option lo[] = {
         {"port", required_argument, nullptr, 'p'},     {"size", required_argument, nullptr, 's'},
         {"iters", required_argument, nullptr, 'n'},    {"duration", required_argument, nullptr, 'D'},
@@ -229,6 +242,7 @@ Opts parse(int argc, char** argv) {
         {"seed", required_argument, nullptr, O_SEED},  {"conn-timeout", required_argument, nullptr, O_CT},
         {"local-port", required_argument, nullptr, O_LP}, {"device", required_argument, nullptr, O_DEV},
         {"accept-timeout", required_argument, nullptr, O_AT}, {"spin-us", required_argument, nullptr, O_SPIN},
+        {"cq-mod", required_argument, nullptr, O_CQMOD},
         {"one-buffer", no_argument, nullptr, O_ONEBUF}, {"slots", no_argument, nullptr, O_SLOTS},
         {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0}};
     bool size_given = false;
@@ -269,6 +283,7 @@ Opts parse(int argc, char** argv) {
         case O_LP: o.local_port = uint16_t(num("--local-port", optarg, 1, 65535)); break;
         case O_AT: o.accept_timeout_s = uint32_t(num("--accept-timeout", optarg, 1, 86400)); break;
         case O_SPIN: o.spin_us = int64_t(num("--spin-us", optarg, 0, 1'000'000)); break;
+        case O_CQMOD: o.cq_mod = uint32_t(num("--cq-mod", optarg, 1, 1024)); break;
         case 'h': usage(stdout); std::exit(0);
         default: usage(stderr); std::exit(1);
         }
@@ -357,6 +372,14 @@ constexpr size_t kBigWork = 16u << 20;
 constexpr Time kPeerWorkLimit = 600'000'000'000;
 
 uint32_t default_depth(uint32_t size) { return std::clamp<uint32_t>(uint32_t((4u << 20) / std::max(size, 1u)), 2, 128); }
+
+// 1 message in this many of a stream asks for a completion (--cq-mod): at most
+// half the depth, so that a window refills while its other half is in flight;
+// 1 where each message is checked on its completion.
+uint32_t cq_mod_of(const Opts& o, uint32_t depth) {
+    if (o.lat || is_atomic(o.op) || (o.op == Op::read && o.verify)) return 1;
+    return std::min(o.cq_mod ? o.cq_mod : kDefaultCqMod, std::max(depth / 2, 1u));
+}
 
 struct Ctrl {
     Device& dev;
@@ -815,6 +838,13 @@ int run_client(const Opts& o) {
             const uint64_t iters = o.iters;
             const uint64_t slot_step = o.one_buffer ? 0 : size;  // one buffer: every message at slot 0
             std::vector<uint64_t> lbase(streams), rbase(streams);  // a stream's slot 0, here and at the server
+            // Completions: 1 message in m of a stream asks for one (--cq-mod), so that
+            // a window's refill never waits for all of it; each stream's last one
+            // (-n: a fixed share per stream, so the last is known at its post; -D:
+            // a stream runs on past the time to its next signalled message).
+            const uint32_t m = cq_mod_of(o, depth);
+            std::vector<uint64_t> quota(streams);
+            for (uint32_t s = 0; s < streams; ++s) quota[s] = by_time ? UINT64_MAX : iters / streams + (s < iters % streams);
             for (uint32_t s = 0; s < streams; ++s) {
                 lbase[s] = mr.iova(size_t(s) * depth * size);
                 rbase[s] = rep.addr + uint64_t(s) * rep.slots * size;
@@ -824,20 +854,26 @@ int run_client(const Opts& o) {
             }
             for (;;) {
                 Time now = dev->now();
-                const bool more = by_time ? now < t_end : total_posted < iters;
+                const bool in_time = now < t_end;
+                bool more = by_time ? in_time : total_posted < iters;
+                if (by_time && !in_time)  // past the time: until each stream's last message was signalled
+                    for (uint32_t s = 0; s < streams; ++s) more |= posted[s] % m != 0;
                 bool active = false;
                 if (more) {
                     for (uint32_t s = 0; s < streams; ++s) {
-                        while (posted[s] - done[s] < depth && (by_time || total_posted < iters)) {
-                            const uint32_t k = uint32_t(posted[s] % depth);
-                            const bool timed = lat_sampled(posted[s]);
-                            const uint64_t id = (uint64_t(s) << 32) | (timed ? kTimedBit : 0) | k;
+                        const uint64_t stop = in_time ? quota[s] : (posted[s] + m - 1) / m * m;  // -D: to a signalled one
+                        while (posted[s] - done[s] < depth && posted[s] < stop) {
+                            const uint64_t j = posted[s];
+                            const uint32_t k = uint32_t(j % depth);
+                            const bool timed = lat_sampled(j);
+                            const uint64_t id = data_wr_id(s, timed, k, j);
                             // One buffer (the default): the cache footprint of one message per stream, as
                             // perftest's; --slots: depth of them.
                             const uint64_t laddr = lbase[s] + k * slot_step;
                             const uint64_t raddr = rbase[s] + k * slot_step;
                             SendWr& wr = wrs[s];
                             wr.wr_id = id;
+                            wr.signaled = timed || j % m == m - 1 || j + 1 == quota[s];
                             wr.local_addr = laddr;
                             if (op == Op::write) wr.remote_addr = raddr;
                             else if (op == Op::read) {
@@ -850,7 +886,6 @@ int run_client(const Opts& o) {
                             } else if (is_atomic(op)) {
                                 // Every atomic of a stream targets the stream's first slot at the server.
                                 const uint64_t word = rbase[s];
-                                const uint64_t j = posted[s];
                                 wr = op == Op::fadd ? Connection::fadd_wr(id, mr, laddr, word, rep.rkey, 1)
                                                       : Connection::cas_wr(id, mr, laddr, word, rep.rkey, j, j + 1);
                                 fetch_want[size_t(s) * depth + k] = j;
@@ -871,7 +906,7 @@ int run_client(const Opts& o) {
                 while ((n = dev->poll_cq(dcq, c, 64)) > 0) {
                     for (size_t i = 0; i < n; ++i) {
                         check_wc(c[i], conn);
-                        const uint32_t s = uint32_t(c[i].wr_id >> 32), k = uint32_t(c[i].wr_id) & ~kTimedBit;
+                        const uint32_t s = uint32_t(c[i].wr_id >> 48), k = uint32_t(c[i].wr_id >> 32) & 0x7fff;
                         if (op == Op::read && o.verify) {
                             bool good = false;
                             const auto check = [&] { good = check_pattern(slot_ptr(s, k), size, s + 1, k, scratch); };
@@ -885,8 +920,10 @@ int run_client(const Opts& o) {
                             if (got != fetch_want[size_t(s) * depth + k]) ++mismatches;  // executed twice, or lost
                         }
                         if ((c[i].wr_id & kTimedBit) && lat.size() < (64u << 20)) lat.push_back(uint32_t(std::min<Time>(now - post_time[size_t(s) * depth + k], UINT32_MAX)));
-                        ++done[s];
-                        ++total_done;
+                        // This message and every unsignalled one before it (the low 32 bits: fewer are outstanding).
+                        const uint32_t retired = uint32_t(c[i].wr_id) + 1 - uint32_t(done[s]);
+                        done[s] += retired;
+                        total_done += retired;
                     }
                     active = true;
                 }
@@ -924,12 +961,13 @@ int run_client(const Opts& o) {
         const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
         if (o.json) {
             std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
-                        "\"depth\": %u, \"one_buffer\": %s, \"paths\": %u, \"max_payload\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
+                        "\"depth\": %u, \"cq_mod\": %u, \"one_buffer\": %s, \"paths\": %u, \"max_payload\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
                         ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_samples\": %zu, \"lat_p50_us\": %.3f, "
                         "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
                         ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
                         ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"pipeline\": \"%s\", \"path\": [",
-                        o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.one_buffer ? "true" : "false",
+                        o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, cq_mod_of(o, depth),
+                        o.one_buffer ? "true" : "false",
                         unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), total_done,
                         total_done * o.size, secs, gbps, rate, lat.size(), p50, p99, p999, vs, mismatches + r.mismatches,
                         cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s,
@@ -966,9 +1004,10 @@ int run_client(const Opts& o) {
                         r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
         } else {
             std::printf("---------------------------------------------------------------------------\n");
-            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  paths %u  max_payload %u  loss %g  ce %g"
+            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  cq_mod %u  paths %u  max_payload %u  loss %g  ce %g"
                         "  pipeline %s\n",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.lat ? "" : o.one_buffer ? " (one buffer)" : " (slots)",
+                        cq_mod_of(o, depth),
                         unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), o.loss, o.ce,
                         to_string(dev->config().dpdk.pipeline));
             std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",
