@@ -142,14 +142,29 @@ def check_lat(cj, sj, n, loss):
     check_injected(cj, sj, loss)
 
 
-def case_lat(loss):
-    """mroce-perf --lat over UDP loopback: 8-byte WRITE ping-pong."""
+def case_lat(loss, sq_depth=None):
+    """mroce-perf --lat over UDP loopback: 8-byte WRITE ping-pong. With sq_depth, both
+    ends' streams hold that many send WRs (engine stream_depth): a ping or pong whose
+    ACK is late (lost, its path quiet until an RTO) holds its queue's head while the
+    later ones complete, so a small queue fills; that is back-pressure, to wait out.
+    Before, each end posted with post_send, which throws on a full queue: the run
+    ended 'send queue full' (seen over memif at 5% loss on a loaded host, about one
+    run in eight at the default 256)."""
     loss = float(loss)
     n = 3000
     inj = (lambda seed: ["--inject-loss", str(loss), "--seed", str(seed)]) if loss > 0 else (lambda seed: [])
-    cj, sj = run_pair(["--lat", "-n", str(n), *inj(11)], inj(12))
+    conf = []
+    if sq_depth:
+        path = f"/tmp/mroce-perf-lat-sq-{os.getpid()}.conf"
+        with open(path, "w") as f:
+            f.write(f"[engine]\nstream_depth = {sq_depth}\n")
+        conf = ["--config", path]
+    cj, sj = run_pair(["--lat", "-n", str(n), *conf, *inj(11)], [*conf, *inj(12)])
+    if conf:
+        os.unlink(conf[1])
     check_lat(cj, sj, n, loss)
-    print(f"PASS lat loss {loss}: p50 {cj['lat_p50_us']:.1f} us, p99 {cj['lat_p99_us']:.1f} us, {n} round trips")
+    print(f"PASS lat loss {loss}{f' stream_depth {sq_depth}' if sq_depth else ''}: p50 {cj['lat_p50_us']:.1f} us, "
+          f"p99 {cj['lat_p99_us']:.1f} us, {n} round trips, retransmits {cj['retransmits']}")
 
 
 def case_busy_peer():
@@ -555,7 +570,7 @@ def case_cq_mod():
 if CASE[0] == "verify":
     case_verify(CASE[1], CASE[2])
 elif CASE[0] == "lat":
-    case_lat(CASE[1])
+    case_lat(*CASE[1:3])
 elif CASE[0] == "dpdk-bad-config":
     case_dpdk_bad_config()
 elif CASE[0] == "dpdk-lat":
