@@ -179,8 +179,9 @@ TxPacket make_pkt(uint32_t peer, uint16_t entropy, const uint8_t* payload, uint3
 const rte_ipv4_hdr* ip_of(rte_mbuf* m) { return rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, 14); }
 
 // A valid frame A -> B with a UDP payload of `len` bytes, single segment, then edited by f.
-rte_mbuf* craft_frame(uint32_t len, const std::function<void(uint8_t*, rte_mbuf*)>& f = {}) {
-    rte_mbuf* m = rte_pktmbuf_alloc(env().craft);
+rte_mbuf* craft_frame(uint32_t len, const std::function<void(uint8_t*, rte_mbuf*)>& f = {},
+                      rte_mempool* pool = nullptr) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool ? pool : env().craft);
     REQUIRE(m);
     const uint32_t frame = 42 + len;
     uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(frame)));
@@ -384,13 +385,13 @@ TEST_CASE("dpdk: single-segment frames are handed over in place", "[dpdk]") {
 }
 
 // The same bytes as m (one segment) in a chain whose segments end at the given frame offsets.
-rte_mbuf* rechain(rte_mbuf* m, std::vector<uint32_t> ends) {
+rte_mbuf* rechain(rte_mbuf* m, std::vector<uint32_t> ends, rte_mempool* pool = nullptr) {
     const uint8_t* src = rte_pktmbuf_mtod(m, const uint8_t*);
     ends.push_back(m->data_len);
     rte_mbuf* head = nullptr;
     uint32_t pos = 0;
     for (uint32_t end : ends) {
-        rte_mbuf* seg = rte_pktmbuf_alloc(env().craft);
+        rte_mbuf* seg = rte_pktmbuf_alloc(pool ? pool : env().craft);
         REQUIRE(seg);
         uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(seg, uint16_t(end - pos)));
         REQUIRE(d);
@@ -581,6 +582,169 @@ TEST_CASE("dpdk: payloads up to tx_inline_max are copied into the header mbuf, l
     rte_ring_free(r);
 }
 
+// tx_burst finishes a per-neighbour template with a few stores and fills
+// raw header mbufs itself: every frame must still come out as if built
+// field by field, for each neighbour, path, ECN codepoint and length (odd
+// ones too), and a recycled mbuf must carry nothing of its previous use.
+TEST_CASE("dpdk: built frames carry each neighbour's addresses, the path's port, the lengths, a valid checksum",
+          "[dpdk]") {
+    Env& e = env();
+    rte_ring* r = nullptr;
+    const int pid = ring_port("t_frames", "t_port_frm", r);
+    {
+        PortConfig c = one_queue_config(e.a->config(), pid);
+        c.local_ip = 0xc0a80a01;   // 192.168.10.1
+        c.neighbours = {{0x0a000002, parse_mac("02:00:00:00:00:02")},
+                        {0xc0a80a63, parse_mac("0e:11:22:33:44:55")},
+                        {0xfffffffe, parse_mac("02:ff:ff:ff:ff:fe")}};
+        c.dscp = 10;
+        c.ttl = 17;
+        c.udp_port = 4792;
+        c.src_port_base = 40000;
+        c.src_port_mask = 0x00ff;
+        c.tx_inline_max = 256;
+        DpdkPort p(c);
+        const MacAddr mac = p.mac();
+        std::vector<uint8_t> mem(1200);
+        for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i * 13 + 5);
+        const uint16_t hdr_lens[] = {12, 40, 71, 72};
+        const uint32_t pay_lens[] = {0, 1, 63, 64, 255, 256, 257, 1001};
+        const uint16_t paths[] = {0, 1, 3, kControlPath};
+        const uint16_t entropies[] = {0, 0x1234, 0xffff};
+        std::vector<TxPacket> all;
+        int seed = 0;
+        for (uint32_t peer = 0; peer < 3; ++peer)
+            for (uint16_t hl : hdr_lens)
+                for (uint32_t pl : pay_lens) {
+                    TxPacket t = make_pkt(peer, entropies[seed % 3], pl ? mem.data() + seed % 7 : nullptr, pl,
+                                          uint8_t(seed), hl);
+                    t.path = paths[seed % 4];
+                    t.ect = uint8_t(seed / 4 % 2);
+                    all.push_back(t);
+                    ++seed;
+                }
+        for (int round = 0; round < 2; ++round) {
+            for (size_t base = 0; base < all.size(); base += 48) {   // the ring holds 63
+                const size_t n = std::min<size_t>(48, all.size() - base);
+                REQUIRE(p.tx_burst(0, all.data() + base, n) == n);
+                rte_mbuf* m[48];
+                REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), unsigned(n), nullptr) == n);
+                for (size_t i = 0; i < n; ++i) {
+                    const TxPacket& t = all[base + i];
+                    INFO("round " << round << " packet " << base + i << " peer " << t.peer << " path " << t.path
+                                  << " hdr " << t.hdr_len << " payload " << t.payload_len << " ect " << int(t.ect));
+                    const Neighbour& nb = c.neighbours[t.peer];
+                    const uint32_t udp_len = 8 + t.hdr_len + t.payload_len;
+                    std::vector<uint8_t> f(m[i]->pkt_len);
+                    REQUIRE(m[i]->pkt_len == 42 + t.hdr_len + t.payload_len);
+                    const uint8_t* fp = static_cast<const uint8_t*>(rte_pktmbuf_read(m[i], 0, m[i]->pkt_len, f.data()));
+                    REQUIRE(fp);
+                    const auto* eth = reinterpret_cast<const rte_ether_hdr*>(fp);
+                    CHECK(std::memcmp(eth->dst_addr.addr_bytes, nb.mac.data(), 6) == 0);
+                    CHECK(std::memcmp(eth->src_addr.addr_bytes, mac.data(), 6) == 0);
+                    CHECK(rte_be_to_cpu_16(eth->ether_type) == RTE_ETHER_TYPE_IPV4);
+                    rte_ipv4_hdr ip;
+                    std::memcpy(&ip, fp + 14, 20);
+                    CHECK(ip.version_ihl == 0x45);
+                    CHECK(ip.type_of_service == ((10 << 2) | (t.ect ? 2 : 0)));
+                    CHECK(rte_be_to_cpu_16(ip.total_length) == 20 + udp_len);
+                    CHECK(ip.packet_id == 0);
+                    CHECK(rte_be_to_cpu_16(ip.fragment_offset) == RTE_IPV4_HDR_DF_FLAG);
+                    CHECK(ip.time_to_live == 17);
+                    CHECK(ip.next_proto_id == IPPROTO_UDP);
+                    CHECK(rte_be_to_cpu_32(ip.src_addr) == c.local_ip);
+                    CHECK(rte_be_to_cpu_32(ip.dst_addr) == nb.ip);
+                    const uint16_t sent_ck = ip.hdr_checksum;
+                    ip.hdr_checksum = 0;
+                    CHECK(sent_ck == rte_ipv4_cksum(&ip));   // DPDK's own, from scratch
+                    CHECK(rte_raw_cksum(fp + 14, 20) == 0xffff);
+                    rte_udp_hdr udp;
+                    std::memcpy(&udp, fp + 34, 8);
+                    const uint16_t sport = t.path == kControlPath ? 4792 : uint16_t(40000 + (t.entropy & 0xff));
+                    CHECK(rte_be_to_cpu_16(udp.src_port) == sport);
+                    CHECK(rte_be_to_cpu_16(udp.dst_port) == 4792);
+                    CHECK(rte_be_to_cpu_16(udp.dgram_len) == udp_len);
+                    CHECK(udp.dgram_cksum == 0);
+                    CHECK(std::memcmp(fp + 42, t.hdr, t.hdr_len) == 0);
+                    if (t.payload_len) CHECK(std::memcmp(fp + 42 + t.hdr_len, t.payload, t.payload_len) == 0);
+                    // The mbuf fields rte_pktmbuf_reset would have set, and the frame's.
+                    const bool attached = t.payload_len > 256;
+                    CHECK(m[i]->nb_segs == (attached ? 2 : 1));
+                    CHECK(m[i]->data_len == 42 + t.hdr_len + (attached ? 0 : t.payload_len));
+                    if (!attached) CHECK(m[i]->next == nullptr);
+                    CHECK(m[i]->data_off == RTE_PKTMBUF_HEADROOM);
+                    CHECK(rte_mbuf_refcnt_read(m[i]) == 1);
+                    CHECK(m[i]->ol_flags == 0);   // net_ring offloads nothing
+                    CHECK(m[i]->tx_offload == 0);
+                    CHECK(m[i]->packet_type == 0);
+                    CHECK(m[i]->vlan_tci == 0);
+                    CHECK(m[i]->vlan_tci_outer == 0);
+                    CHECK(m[i]->port == RTE_MBUF_PORT_INVALID);
+                    // Leave junk in the fields a receiver may set, for round 2's mbufs.
+                    m[i]->packet_type = 0x211;
+                    m[i]->vlan_tci = 0xabc;
+                    m[i]->vlan_tci_outer = 0xdef;
+                    m[i]->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_IP_CKSUM_BAD;
+                    m[i]->tx_offload = 0x123456789;
+                    m[i]->port = 3;
+                    m[i]->data_off = 0;
+                }
+                rte_pktmbuf_free_bulk(m, unsigned(n));
+            }
+            std::reverse(all.begin(), all.end());   // round 2: other lengths on the recycled mbufs
+        }
+        CHECK(p.stats().tx_packets == 2 * all.size());
+        CHECK(p.pool_usage() == PoolUsage{});
+    }
+    rte_ring_free(r);
+}
+
+// rx_release puts what it may straight back into the RX pool; anything
+// shared, attached, chained or taken must still be freed the general way.
+TEST_CASE("dpdk: rx_release returns plain RX-pool mbufs, frees the others the general way", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    rte_mempool* rxp = e.b->rx_pool();
+    const unsigned used0 = rte_mempool_in_use_count(rxp);
+    rte_mbuf* plain = craft_frame(100, {}, rxp);
+    rte_mbuf* shared = craft_frame(101, {}, rxp);
+    rte_mbuf_refcnt_update(shared, 1);   // a second reference, ours
+    rte_mbuf* chain = rechain(craft_frame(300, {}, rxp), {42 + 72}, rxp);
+    rte_mbuf* orig = craft_frame(102, {}, rxp);
+    rte_mbuf* clone = rte_pktmbuf_clone(orig, rxp);   // indirect: attached to orig
+    REQUIRE(clone);
+    rte_mbuf* taken = craft_frame(103, {}, rxp);
+    rte_mbuf* other = craft_frame(104);   // another pool's (as a net_ring peer's TX mbufs)
+    for (rte_mbuf* m : {plain, shared, chain, clone, taken, other}) e.inject(0, 0, m);
+    CHECK(rte_mempool_in_use_count(rxp) == used0 + 7);   // the chain is two
+    RxPacket rx[8];
+    REQUIRE(e.b->rx_burst(0, rx, 8) == 6);
+    const uint32_t lens[] = {100, 101, 300, 102, 103, 104};
+    for (int i = 0; i < 6; ++i) {
+        CHECK(rx[i].len + rx[i].len2 == lens[i]);
+        CHECK(rx[i].data[7] == 7);
+    }
+    uint32_t off = 0;
+    REQUIRE(e.b->rx_take(0, 4, &off) == taken);
+    CHECK(off == 42);
+    e.b->rx_release(0);
+    // Freed: plain, chain (2), clone; held: shared (ours), orig (ours), taken.
+    CHECK(rte_mempool_in_use_count(rxp) == used0 + 3);
+    CHECK(rte_mbuf_refcnt_read(shared) == 1);
+    CHECK(rte_mbuf_refcnt_read(orig) == 1);
+    CHECK(shared->data_len == 42 + 101);
+    rte_pktmbuf_free(shared);
+    rte_pktmbuf_free(orig);
+    rte_pktmbuf_free(taken);
+    CHECK(rte_mempool_in_use_count(rxp) == used0);
+    // The recycled mbufs work for the next burst.
+    e.inject(0, 0, craft_frame(50, {}, rxp));
+    REQUIRE(e.b->rx_burst(0, rx, 8) == 1);
+    CHECK(rx[0].len == 50);
+    e.b->rx_release(0);
+    CHECK(rte_mempool_in_use_count(rxp) == used0);
+}
+
 TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
     Env& e = env();
     LeakGuard guard;
@@ -687,6 +851,51 @@ TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
     }
 }
 
+// rx_burst's fast path masks the fields that may vary (TOS, ID, DF, TTL,
+// source port) and checks the IPv4 checksum by a remainder: random values
+// there, and checksums right or wrong by random bits, must be taken or
+// counted as the header's ones-complement sum says.
+TEST_CASE("dpdk: frames with random free fields and checksums are taken or counted as RFC 1071 says", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    std::mt19937 rng(2507);
+    uint64_t want_ok = 0, want_bad = 0;
+    for (int round = 0; round < 20; ++round) {
+        e.b->reset_stats();
+        int ok = 0;
+        for (int i = 0; i < 16; ++i) {
+            const uint32_t len = 1 + rng() % 300;   // odd and even lengths
+            const bool corrupt = rng() % 3 == 0;
+            const uint16_t flip = uint16_t(1 + rng() % 0xfffe);
+            rte_mbuf* m = craft_frame(len, [&](uint8_t* d, rte_mbuf*) {
+                auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + 14);
+                ip->type_of_service = uint8_t(rng());
+                ip->packet_id = uint16_t(rng());
+                ip->fragment_offset = rte_cpu_to_be_16(rng() % 2 ? RTE_IPV4_HDR_DF_FLAG : 0);
+                ip->time_to_live = uint8_t(rng());
+                reinterpret_cast<rte_udp_hdr*>(d + 34)->src_port = uint16_t(rng());
+            });
+            auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, 14);
+            if (corrupt) ip->hdr_checksum ^= flip;
+            // 0xffff and 0 are the same in ones' complement: a flip between them stays right.
+            const bool good = rte_raw_cksum(ip, 20) == 0xffff;
+            ok += good;
+            e.inject(0, 0, m);
+        }
+        RxPacket rx[32];
+        CHECK(e.b->rx_burst(0, rx, 32) == size_t(ok));
+        e.b->rx_release(0);
+        const PortStats st = e.b->stats();
+        CHECK(st.rx_packets == uint64_t(ok));
+        CHECK(st.rx_bad_cksum == uint64_t(16 - ok));
+        CHECK(st.rx_dropped() == uint64_t(16 - ok));
+        want_ok += ok;
+        want_bad += 16 - ok;
+    }
+    CHECK(want_ok > 150);   // both kinds were exercised
+    CHECK(want_bad > 50);
+}
+
 // rx_burst remembers the last source's peer handle: frames alternating
 // between neighbours, and an unknown source right behind a known one, must
 // each still get their own answer.
@@ -760,6 +969,47 @@ TEST_CASE("dpdk: a full TX ring returns the packets not taken, for retry", "[dpd
         got += n;
     }
     CHECK(got == tx.size());
+}
+
+// Refused packets among those a full ring does not take: the count returned
+// ends at the first valid packet not taken, and only the refused packets
+// before it are counted (those after it come back with it).
+TEST_CASE("dpdk: a full TX ring with refused packets between the sent ones", "[dpdk]") {
+    Env& e = env();
+    rte_ring* r = nullptr;
+    const int pid = ring_port("t_fullbad", "t_port_fb", r);   // holds 63
+    {
+        PortConfig c = one_queue_config(e.a->config(), pid);
+        c.tx_inline_max = 64;
+        DpdkPort p(c);
+        static uint8_t payload[300];
+        std::vector<TxPacket> tx;
+        uint64_t want_bytes = 0;
+        size_t valid = 0;
+        for (int i = 0; i < 80; ++i) {
+            // Every fifth a bad peer, inline and attached payloads mixed.
+            tx.push_back(make_pkt(i % 5 == 4 ? 7 : 1, uint16_t(i), payload, i % 3 ? 33 : 300, uint8_t(i), uint16_t(40 + i % 3)));
+            if (i % 5 != 4 && valid++ < 63) want_bytes += tx.back().hdr_len + tx.back().payload_len;
+        }
+        CHECK(p.tx_burst(0, tx.data(), tx.size()) == 78);   // the 64th valid packet is at 78
+        PortStats s = p.stats();
+        CHECK(s.tx_packets == 63);
+        CHECK(s.tx_ring_full == 1);
+        CHECK(s.tx_bad_peer == 15);   // 4, 9, ..., 74; 79 is not consumed
+        CHECK(s.tx_bytes == want_bytes);
+        rte_mbuf* m[64];
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 64, nullptr) == 63);
+        rte_pktmbuf_free_bulk(m, 63);
+        CHECK(p.tx_burst(0, tx.data() + 78, 2) == 2);
+        s = p.stats();
+        CHECK(s.tx_packets == 64);
+        CHECK(s.tx_bad_peer == 16);
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 64, nullptr) == 1);
+        CHECK(std::memcmp(rte_pktmbuf_mtod_offset(m[0], const uint8_t*, 42), tx[78].hdr, tx[78].hdr_len) == 0);
+        rte_pktmbuf_free_bulk(m, 1);
+        CHECK(p.pool_usage() == PoolUsage{});
+    }
+    rte_ring_free(r);
 }
 
 TEST_CASE("dpdk: mbuf exhaustion refuses the burst without leaking", "[dpdk]") {

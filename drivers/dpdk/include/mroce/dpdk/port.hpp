@@ -258,9 +258,13 @@ private:
     bool started_ = false;
     std::vector<std::unique_ptr<RxQueue>> rxq_;
     std::vector<std::unique_ptr<TxQueue>> txq_;
+    // One neighbour's Ethernet + IPv4 + UDP header (42 B), and what tx_burst
+    // needs to finish it with a few stores: one cache line per neighbour.
     struct alignas(64) HdrTemplate {
-        uint8_t bytes[64];   // Ethernet + IPv4 + UDP (42 B) for one neighbour
-        uint16_t ip_sum = 0; // ones-complement sum of the IPv4 header's constant words
+        uint8_t bytes[48]{};      // the 42 B, copied as 48 (the mroce header overwrites the rest)
+        uint16_t vtos[2]{};       // IPv4 bytes 0-1 (version/IHL, TOS) as stored: Not-ECT, ECT(0)
+        uint32_t ip_sum[2]{};     // ones-complement sum of the IPv4 header's words but total length
+                                  // and checksum, with vtos[0] / vtos[1]; at most 0xffff
     };
     std::vector<HdrTemplate> tmpl_;
     std::vector<TxPacket> gather_;      // tx_burst_paths: one queue's packets of a chunk
