@@ -136,6 +136,20 @@ const EngineStats& Engine::stats() const noexcept { return impl_->st; }
 size_t Engine::conn_state_bytes() { return sizeof(Conn); }
 size_t Engine::stream_state_bytes() { return sizeof(Stream); }
 
+size_t Engine::self_check() const {
+    size_t bad = 0;
+    for (const Conn* c : impl_->conns) {
+        if (!c) continue;
+        uint32_t unsettled = 0;
+        for (const TxPath& p : c->paths) {
+            unsettled += (p.snd_nxt - p.snd_una) + (p.state == PathStateKind::failed);
+            if (p.sched_step && p.sched_step != sched_step_of(p)) ++bad;
+        }
+        if (unsettled != c->unsettled) ++bad;
+    }
+    return bad;
+}
+
 // ---------------- memory ----------------
 
 uint32_t Engine::alloc_pd() { return impl_->next_pd++; }
@@ -355,6 +369,7 @@ Conn* Engine::Impl::new_conn(uint32_t peer) {
         TxPath& p = c->paths[i];
         p.cc_slot = uint32_t(idx) * cfg.num_paths + i;
         p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
+        p.step_stale();
         p.set_entropy(i);
         p.rto = cfg.initial_rto;
     }
@@ -1208,6 +1223,7 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     // on the old incarnation's window; the core resets the slot on the first
     // record with the new gen.
     p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
+    p.step_stale();
     p.cc_timeouts_fed = 0;
     p.st.min_rtt = 0;  // the core forgets it with the old incarnation (R-HINT-7)
     CcFeedback f;
@@ -1241,6 +1257,7 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
         return;
     }
     p.ccv = v;
+    p.step_stale();
     // R-CC-6 / R-CC-8: views the core published before it applied the path's
     // latest timeout (still on the views ring) must not reopen the window.
     if (v.timeouts < p.cc_timeouts_fed) p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);

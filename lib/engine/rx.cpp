@@ -288,6 +288,7 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
             pk.probe.probe_seq != kKeepaliveSeq) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
+            --c->unsettled;
             p.consecutive_timeouts = 0;
             p.silent_rounds = 0;
             p.rto_pending = false;
@@ -413,6 +414,7 @@ void Engine::Impl::start_from_hint(Conn& c, uint32_t hint_kbps, Time now) {
         // Published at once: the first flight may leave before an offloaded
         // CC core answers (R-CC-8).
         p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, p.ccv.gen, first);
+        p.step_stale();
         CcFeedback f;
         f.slot = p.cc_slot;
         f.gen = p.ccv.gen;
@@ -1249,7 +1251,7 @@ void Engine::Impl::settle_slot(Conn& c, TxPkt& t) {
     if (sl.state == TxSlotState::inflight && sl.csn == t.csn) {
         sl.state = TxSlotState::acked;
         --p.inflight;
-        advance_una(p);
+        advance_una(p, c.unsettled);
     }
 }
 
@@ -1361,6 +1363,7 @@ void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
         p.srtt = (7 * p.srtt + r) / 8;
     }
     p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
+    p.step_stale();
 }
 
 // R-TIMER-1: the connection's first RTT sample is every other path's until it
@@ -1461,7 +1464,10 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
     // (advance_una's work for this range, without a second walk over it).
     for (uint32_t psn = p.snd_una; wire::seq_lt(psn, cum); ++psn)
         if (!ack_slot(psn, TxSlotState::empty)) p.ring[psn & (kPathRing - 1)].state = TxSlotState::empty;
-    if (wire::seq_lt(p.snd_una, cum)) p.snd_una = cum;
+    if (wire::seq_lt(p.snd_una, cum)) {
+        c.unsettled -= cum - p.snd_una;
+        p.snd_una = cum;
+    }
     bool any_sack = false;
     uint32_t highest = 0;
     // No bit set, as a rule (nothing out of order on the path): one test, not four words' loops.
@@ -1499,7 +1505,7 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
             }
         }
     }
-    advance_una(p);
+    advance_una(p, c.unsettled);
     advance_csn_una(c);  // once per ACK for every CSN it delivered
     if (newly | heard) {
         p.silent_rounds = 0;

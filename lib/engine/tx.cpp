@@ -459,8 +459,7 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
-        // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
-        // where std::max's reference is a compare and two jumps.
+        // std::max(1.0, cwnd) as in sched_step_of.
         const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
         const uint32_t win = uint32_t(cwnd);
         const uint32_t span = p.snd_nxt - tx_floor(p);
@@ -470,13 +469,7 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             continue;
         }
         p.sched_room = std::min(win - p.inflight, kPathRing - span);
-        // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
-        uint64_t k = p.srtt / 64 + 16;
-        if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
-        // cwnd * 16 through int64_t: win's conversion above already needs
-        // cwnd < 2^32, so the product fits, and the signed conversion is one
-        // instruction where the unsigned one tests the range first.
-        p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
+        if (!p.sched_step) p.sched_step = sched_step_of(p);
         c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
     }
 }
@@ -647,6 +640,7 @@ void Engine::Impl::release_retired(Conn& c) {
                                                               const uint8_t* hdr_template, bool in_run) {
     TxPath& p = c.paths[pi];
     const uint32_t psn = p.snd_nxt++;
+    ++c.unsettled;
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
     sl.sent = now;
     sl.csn = t.csn;
@@ -1097,7 +1091,7 @@ bool Engine::Impl::resolved_tail(Conn& c, TxPath& p) {
             --p.inflight;
         }
     }
-    advance_una(p);
+    advance_una(p, c.unsettled);
     return true;
 }
 
@@ -1119,6 +1113,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     if (p.snd_nxt - p.rto_psn >= kPathRing) p.rto_pending = false;
     // R-TIMER-2: everything in flight on the path is resent elsewhere.
     for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) declare_lost(c, p, psn);
+    c.unsettled -= p.snd_nxt - p.snd_una;
     while (p.snd_una != p.snd_nxt) {
         p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
         ++p.snd_una;
@@ -1135,6 +1130,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
         // the core's cwnd = min_cwnd returns. apply_view keeps the clamp until
         // a view reflects the timeout. (Inline, the core has already answered.)
         p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
+        p.step_stale();
     }
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts) fail_path(c, p, now);
 }
@@ -1144,6 +1140,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
 void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
     if (p.state != PathStateKind::active) return;
     p.state = PathStateKind::failed;
+    ++c.unsettled;
     p.set_entropy(new_entropy(c, p.entropy()));
     ++p.st.rerouted;
     p.next_probe = now;
@@ -1177,7 +1174,7 @@ void Engine::Impl::path_silent(Conn& c, uint16_t pi, Time now) {
     declare_lost(c, p, p.snd_una);
     ++p.st.losses;
     const uint16_t losses = 1;
-    advance_una(p);
+    advance_una(p, c.unsettled);
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;
