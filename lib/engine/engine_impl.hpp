@@ -99,14 +99,16 @@ struct TxPath {
     // RTT or marks runs inside tx_burst, so only what the burst itself sends
     // needs tracking, and choosing a path costs no division per packet.
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
-    // Score per packet in flight (sched_step_of), kept across bursts: its
-    // division is most of a path's plan, and between the ACKs of a path the
-    // inputs seldom change. 0: to be worked out again; every writer of srtt
-    // (rtt_sample) and of ccv (a view applied or made fresh, the timeout's
-    // clamp) clears it (step_stale).
-    uint64_t sched_step = 0;
-    void step_stale() { sched_step = 0; }
+    uint64_t sched_step = 0;     // score per packet in flight
     // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
+    // The plan (room, step, score) is kept across bursts (plan_kept): a
+    // message alone changes one path's state, and a burst's sends change
+    // its plan as a fresh one would (send_on_path). Everything else that
+    // writes what plan_path reads (cwnd and the marks: a CC view; srtt;
+    // inflight, snd_una, the timeout's floor, the state) calls replan()
+    // first, and the next burst works the path's plan out again.
+    bool plan_kept = false;
+    void replan() { plan_kept = false; }
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
     std::array<PathTxSlot, kPathRing> ring{};
 
@@ -140,27 +142,38 @@ private:
 // declared lost that is not yet known to be received.
 inline uint32_t tx_floor(const TxPath& p) { return p.rto_pending ? p.rto_psn : p.snd_una; }
 
-// R-SCHED-2, R-SCHED-3: the score per packet in flight, the spec's
-// (inflight + 1) / max(1, cwnd) * (srtt + 1 us) without the packet count,
-// in fixed point, times 4 after a fresh mark (TxPath::sched_step keeps it).
-// For a path the plan finds eligible: cwnd < 2^32 (its window's conversion).
-[[gnu::always_inline]] inline uint64_t sched_step_of(const TxPath& p) {
+// R-SCHED-1..3: a path's eligibility as a packet budget (sched_room) and its
+// score as a step per packet in flight (sched_step); returns the score. The
+// score is the spec's (inflight + 1) / max(1, cwnd) * (srtt + 1 us), in
+// fixed point, times 4 after a fresh mark; a path that may take nothing
+// scores kNoPath (its step is not worked out).
+static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
+[[gnu::always_inline]] inline uint64_t plan_path(TxPath& p) {
     // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
     // where std::max's reference is a compare and two jumps.
     const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
+    const uint32_t win = uint32_t(cwnd);
+    const uint32_t span = p.snd_nxt - tx_floor(p);
+    if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
+        p.sched_room = 0;  // not eligible (path_open)
+        return kNoPath;
+    }
+    p.sched_room = std::min(win - p.inflight, kPathRing - span);
     // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
     uint64_t k = p.srtt / 64 + 16;
     if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
-    // cwnd * 16 through int64_t: the product fits (cwnd < 2^32), and the
-    // signed conversion is one instruction where the unsigned one tests the
-    // range first.
-    return std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
+    // cwnd * 16 through int64_t: win's conversion above already needs
+    // cwnd < 2^32, so the product fits, and the signed conversion is one
+    // instruction where the unsigned one tests the range first.
+    p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
+    return uint64_t(p.inflight + 1) * p.sched_step;
 }
 
 // snd_una passes the slots that are no longer in flight (acknowledged or
 // declared lost), up to the oldest still in flight; unsettled is the
 // connection's count (Conn::unsettled), less what snd_una passed.
 inline void advance_una(TxPath& p, uint32_t& unsettled) {
+    p.replan();
     const uint32_t from = p.snd_una;
     while (p.snd_una != p.snd_nxt) {
         PathTxSlot& sl = p.ring[p.snd_una & (kPathRing - 1)];

@@ -288,6 +288,7 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
             pk.probe.probe_seq != kKeepaliveSeq) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
+            p.replan();
             --c->unsettled;
             p.consecutive_timeouts = 0;
             p.silent_rounds = 0;
@@ -414,7 +415,7 @@ void Engine::Impl::start_from_hint(Conn& c, uint32_t hint_kbps, Time now) {
         // Published at once: the first flight may leave before an offloaded
         // CC core answers (R-CC-8).
         p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, p.ccv.gen, first);
-        p.step_stale();
+        p.replan();
         CcFeedback f;
         f.slot = p.cc_slot;
         f.gen = p.ccv.gen;
@@ -1324,6 +1325,7 @@ void Engine::Impl::abandon(Conn& c, TxPkt& t) {
 void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
     if (sl.state != TxSlotState::inflight) return;
+    p.replan();
     sl.state = TxSlotState::lost;
     --p.inflight;
     TxPkt& t = c.txpkts[sl.csn & (c.txpkts.size() - 1)];
@@ -1363,7 +1365,7 @@ void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
         p.srtt = (7 * p.srtt + r) / 8;
     }
     p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
-    p.step_stale();
+    p.replan();
 }
 
 // R-TIMER-1: the connection's first RTT sample is every other path's until it
@@ -1388,6 +1390,7 @@ void Engine::Impl::lend_rtt(Conn& c, Time r, Time now) {
 // (R-SACK-3), and the floor moves up to what is known. Returns true if the
 // timeout was spurious: the packet whose timer expired had arrived.
 bool Engine::Impl::rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now) {
+    p.replan();  // rto_psn, rto_pending
     // The span rule (R-SACK-2 from tx_floor) keeps every slot of the range unreused.
     auto late = [&](uint32_t psn) {
         if (!wire::seq_lt(psn, p.rto_psn) && wire::seq_lt(psn, p.rto_end))
@@ -1421,6 +1424,7 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
         ++st.rx_stale;  // acks data never sent on this path
         return;
     }
+    p.replan();  // whatever it acknowledges, declares lost or ends (rto_pending)
     if (cfg.rate_hints && a.rate_hint != c.hint_kbps) {
         // R-HINT-9: before the first DATA the first window follows the hint too.
         if (c.st.tx_data_packets == 0 && a.rate_hint) {

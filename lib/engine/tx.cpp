@@ -427,12 +427,6 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     return 2;
 }
 
-// R-SCHED-1..3, once per burst: each path's eligibility as a packet budget
-// and its score as a step per packet in flight. The score is the spec's
-// (inflight + 1) / max(1, cwnd) * (srtt + 1 us), in fixed point, times 4
-// after a fresh mark; a path that may take nothing scores kNoPath.
-static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
-
 // The retransmission timer every send on the path arms (send_on_path): the
 // same for the whole burst (no RTT or timeout changes inside it), so worked
 // out once per burst: for every path by plan_paths when the burst may carry
@@ -459,18 +453,9 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
-        // std::max(1.0, cwnd) as in sched_step_of.
-        const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
-        const uint32_t win = uint32_t(cwnd);
-        const uint32_t span = p.snd_nxt - tx_floor(p);
-        if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
-            p.sched_room = 0;  // not eligible (path_open)
-            c.set_score(pi, kNoPath);
-            continue;
-        }
-        p.sched_room = std::min(win - p.inflight, kPathRing - span);
-        if (!p.sched_step) p.sched_step = sched_step_of(p);
-        c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
+        if (p.plan_kept) continue;  // R-SCHED-1..3 once per path state (TxPath::plan_kept)
+        p.plan_kept = true;
+        c.set_score(pi, plan_path(p));
     }
 }
 
@@ -640,7 +625,6 @@ void Engine::Impl::release_retired(Conn& c) {
                                                               const uint8_t* hdr_template, bool in_run) {
     TxPath& p = c.paths[pi];
     const uint32_t psn = p.snd_nxt++;
-    ++c.unsettled;
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
     sl.sent = now;
     sl.csn = t.csn;
@@ -708,6 +692,7 @@ void Engine::Impl::release_retired(Conn& c) {
     ++p.st.tx_packets;
     p.st.tx_bytes += t.payload_len;
     if (in_run) return;
+    ++c.unsettled;  // (single_run adds its packets once per run)
     ++c.st.tx_data_packets;
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
@@ -922,6 +907,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     c.csn_nxt = csn_nxt;
     if (n) {
         c.st.tx_data_packets += n;
+        c.unsettled += uint32_t(n);
         c.st.tx_payload_bytes += bytes;
         arm(c, due);
     }
@@ -1088,6 +1074,7 @@ bool Engine::Impl::resolved_tail(Conn& c, TxPath& p) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight && done(sl.csn)) {
             sl.state = TxSlotState::acked;
+            p.replan();
             --p.inflight;
         }
     }
@@ -1099,6 +1086,7 @@ bool Engine::Impl::resolved_tail(Conn& c, TxPath& p) {
 
 void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     TxPath& p = c.paths[pi];
+    p.replan();
     ++p.st.timeouts;
     ++p.consecutive_timeouts;
     if (!p.rto_pending || p.rto_undone) {  // R-TIMER-7: the first timeout of a sequence is what an undo tests
@@ -1130,7 +1118,6 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
         // the core's cwnd = min_cwnd returns. apply_view keeps the clamp until
         // a view reflects the timeout. (Inline, the core has already answered.)
         p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
-        p.step_stale();
     }
     if (p.consecutive_timeouts >= cfg.fail_after_timeouts) fail_path(c, p, now);
 }
@@ -1140,6 +1127,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
 void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
     if (p.state != PathStateKind::active) return;
     p.state = PathStateKind::failed;
+    p.replan();
     ++c.unsettled;
     p.set_entropy(new_entropy(c, p.entropy()));
     ++p.st.rerouted;
