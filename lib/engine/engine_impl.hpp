@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -94,10 +95,10 @@ struct TxPath {
     CcView ccv;
     uint32_t cc_timeouts_fed = 0;  // timeout records of this incarnation the CC core was given
     PathStats st;
-    // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), computed
-    // once per burst by plan_paths: nothing that changes a path's window,
-    // RTT or marks runs inside tx_burst, so only what the burst itself sends
-    // needs tracking, and choosing a path costs no division per packet.
+    // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), in place
+    // when plan_paths returns: nothing that changes a path's window, RTT or
+    // marks runs inside tx_burst, so only what the burst itself sends needs
+    // tracking, and choosing a path costs no division per packet.
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
     uint64_t sched_step = 0;     // score per packet in flight
     // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
@@ -105,8 +106,9 @@ struct TxPath {
     // message alone changes one path's state, and a burst's sends change
     // its plan as a fresh one would (send_on_path). Everything else that
     // writes what plan_path reads (cwnd and the marks: a CC view; srtt;
-    // inflight, snd_una, the timeout's floor, the state) calls replan()
-    // first, and the next burst works the path's plan out again.
+    // inflight, snd_una, the timeout's floor, the state) calls replan(),
+    // and the next plan_paths works the path's plan out again (a burst's
+    // own plan is left as it is).
     bool plan_kept = false;
     void replan() { plan_kept = false; }
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
