@@ -136,6 +136,26 @@ const EngineStats& Engine::stats() const noexcept { return impl_->st; }
 size_t Engine::conn_state_bytes() { return sizeof(Conn); }
 size_t Engine::stream_state_bytes() { return sizeof(Stream); }
 
+size_t Engine::self_check() const {
+    size_t bad = 0;
+    for (const Conn* c : impl_->conns) {
+        if (!c) continue;
+        uint32_t unsettled = 0;
+        for (uint32_t i = 0; i < c->num_paths; ++i) {
+            const TxPath& p = c->paths[i];
+            unsettled += (p.snd_nxt - p.snd_una) + (p.state == PathStateKind::failed);
+            if (!p.plan_kept) continue;
+            TxPath fresh = p;
+            const uint64_t score = plan_path(fresh);
+            if (fresh.sched_room != p.sched_room || score != c->sched_score[i] ||
+                score != c->sched_score[i + c->num_paths] || (score != kNoPath && fresh.sched_step != p.sched_step))
+                ++bad;
+        }
+        if (unsettled != c->unsettled) ++bad;
+    }
+    return bad;
+}
+
 // ---------------- memory ----------------
 
 uint32_t Engine::alloc_pd() { return impl_->next_pd++; }
@@ -1123,7 +1143,10 @@ void Engine::Impl::flush_conn(Conn& c, WcStatus status) {
     c.rnr.clear();
     c.gone.clear();
     c.tlp.clear();
-    for (TxPath& p : c.paths) p.inflight = 0;
+    for (TxPath& p : c.paths) {
+        p.inflight = 0;
+        p.replan();
+    }
     c.csn_una = c.csn_nxt;
     c.red_next = c.red_top = c.red_floor = c.csn_nxt;  // R-TIMER-10: nothing left to copy
 }
@@ -1208,6 +1231,7 @@ void Engine::Impl::cc_fresh(Conn& c, TxPath& p, uint16_t) {
     // on the old incarnation's window; the core resets the slot on the first
     // record with the new gen.
     p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, cc_gen_next++);
+    p.replan();
     p.cc_timeouts_fed = 0;
     p.st.min_rtt = 0;  // the core forgets it with the old incarnation (R-HINT-7)
     CcFeedback f;
@@ -1241,6 +1265,7 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
         return;
     }
     p.ccv = v;
+    p.replan();
     // R-CC-6 / R-CC-8: views the core published before it applied the path's
     // latest timeout (still on the views ring) must not reopen the window.
     if (v.timeouts < p.cc_timeouts_fed) p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);

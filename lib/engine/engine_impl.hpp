@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -94,13 +95,22 @@ struct TxPath {
     CcView ccv;
     uint32_t cc_timeouts_fed = 0;  // timeout records of this incarnation the CC core was given
     PathStats st;
-    // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), computed
-    // once per burst by plan_paths: nothing that changes a path's window,
-    // RTT or marks runs inside tx_burst, so only what the burst itself sends
-    // needs tracking, and choosing a path costs no division per packet.
+    // Scheduler plan for the tx_burst in progress (R-SCHED-1..3), in place
+    // when plan_paths returns: nothing that changes a path's window, RTT or
+    // marks runs inside tx_burst, so only what the burst itself sends needs
+    // tracking, and choosing a path costs no division per packet.
     uint32_t sched_room = 0;     // packets the path may still take (0: not eligible)
     uint64_t sched_step = 0;     // score per packet in flight
     // The score, (inflight + 1) * sched_step, is Conn::sched_score[path].
+    // The plan (room, step, score) is kept across bursts (plan_kept): a
+    // message alone changes one path's state, and a burst's sends change
+    // its plan as a fresh one would (send_on_path). Everything else that
+    // writes what plan_path reads (cwnd and the marks: a CC view; srtt;
+    // inflight, snd_una, the timeout's floor, the state) calls replan(),
+    // and the next plan_paths works the path's plan out again (a burst's
+    // own plan is left as it is).
+    bool plan_kept = false;
+    void replan() { plan_kept = false; }
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
     std::array<PathTxSlot, kPathRing> ring{};
 
@@ -134,15 +144,46 @@ private:
 // declared lost that is not yet known to be received.
 inline uint32_t tx_floor(const TxPath& p) { return p.rto_pending ? p.rto_psn : p.snd_una; }
 
+// R-SCHED-1..3: a path's eligibility as a packet budget (sched_room) and its
+// score as a step per packet in flight (sched_step); returns the score. The
+// score is the spec's (inflight + 1) / max(1, cwnd) * (srtt + 1 us), in
+// fixed point, times 4 after a fresh mark; a path that may take nothing
+// scores kNoPath (its step is not worked out).
+static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
+[[gnu::always_inline]] inline uint64_t plan_path(TxPath& p) {
+    // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
+    // where std::max's reference is a compare and two jumps.
+    const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
+    const uint32_t win = uint32_t(cwnd);
+    const uint32_t span = p.snd_nxt - tx_floor(p);
+    if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
+        p.sched_room = 0;  // not eligible (path_open)
+        return kNoPath;
+    }
+    p.sched_room = std::min(win - p.inflight, kPathRing - span);
+    // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
+    uint64_t k = p.srtt / 64 + 16;
+    if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
+    // cwnd * 16 through int64_t: win's conversion above already needs
+    // cwnd < 2^32, so the product fits, and the signed conversion is one
+    // instruction where the unsigned one tests the range first.
+    p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
+    return uint64_t(p.inflight + 1) * p.sched_step;
+}
+
 // snd_una passes the slots that are no longer in flight (acknowledged or
-// declared lost), up to the oldest still in flight.
-inline void advance_una(TxPath& p) {
+// declared lost), up to the oldest still in flight; unsettled is the
+// connection's count (Conn::unsettled), less what snd_una passed.
+inline void advance_una(TxPath& p, uint32_t& unsettled) {
+    p.replan();
+    const uint32_t from = p.snd_una;
     while (p.snd_una != p.snd_nxt) {
         PathTxSlot& sl = p.ring[p.snd_una & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight) break;
         sl.state = TxSlotState::empty;
         ++p.snd_una;
     }
+    unsettled -= p.snd_una - from;
 }
 
 // delivered: resolved (acknowledged, or settled by a NAK without delivery);
@@ -461,6 +502,12 @@ struct Conn {
     };
     std::vector<GoneWait> gone;    // R-STREAM-11: refused invalid_stream, failed at due (FIFO: one delay)
     std::vector<TxPath> paths;
+    // Packets out on the paths (snd_nxt - snd_una, summed) plus the failed
+    // paths: 0 exactly when no path wants a timer (quiet, wants_timer),
+    // known without walking the paths. Kept where snd_nxt (send_on_path),
+    // snd_una (advance_una, rx_ack's cumulative PSN, path_timeout) or a
+    // path's state (fail_path, the probe reply) changes.
+    uint32_t unsettled = 0;
     // The burst plan's score of every path (TxPath's sched_*), twice over:
     // [i] and [i + num_paths], so that pick_path scans from any start without wrapping.
     std::vector<uint64_t> sched_score;
@@ -738,10 +785,7 @@ struct Engine::Impl {
     // No timer of c but R-CONN-6's can be due, whatever it has outstanding:
     // what wants_timer asks of the paths, with no RNR or peer-gone wait.
     static bool quiet(const Conn& c) {
-        if (c.state != ConnState::established || !c.rnr.empty() || !c.gone.empty()) return false;
-        for (const TxPath& p : c.paths)
-            if (p.state == PathStateKind::failed || p.snd_una != p.snd_nxt) return false;
-        return true;
+        return c.state == ConnState::established && c.rnr.empty() && c.gone.empty() && !c.unsettled;
     }
     // After an ACK: with nothing outstanding and no timer (wants_timer false)
     // nor pacer wait, the node is taken off the wheel now, as its next look
@@ -792,10 +836,7 @@ struct Engine::Impl {
     static bool wants_timer(const Conn& c) {
         if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
         if (c.state != ConnState::established) return false;
-        if (c.has_outstanding()) return true;
-        for (const TxPath& p : c.paths)
-            if (p.state == PathStateKind::failed || p.snd_una != p.snd_nxt) return true;
-        return false;
+        return c.has_outstanding() || c.unsettled;
     }
     static void compact(std::vector<uint32_t>& v) { std::erase(v, kGone); }
     // Looks at every timer of c (fired on the wheel); returns its next.

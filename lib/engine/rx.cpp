@@ -288,6 +288,8 @@ void Engine::Impl::rx_control(Conn& conn_ref, const wire::Packet& pk, Time now) 
             pk.probe.probe_seq != kKeepaliveSeq) {
             // R-PATH-10: a failed path that answers its probe is reused.
             p.state = PathStateKind::active;
+            p.replan();
+            --c->unsettled;
             p.consecutive_timeouts = 0;
             p.silent_rounds = 0;
             p.rto_pending = false;
@@ -413,6 +415,7 @@ void Engine::Impl::start_from_hint(Conn& c, uint32_t hint_kbps, Time now) {
         // Published at once: the first flight may leave before an offloaded
         // CC core answers (R-CC-8).
         p.ccv = CcCore::fresh_view(cfg.cc, p.cc_slot, p.ccv.gen, first);
+        p.replan();
         CcFeedback f;
         f.slot = p.cc_slot;
         f.gen = p.ccv.gen;
@@ -1249,7 +1252,7 @@ void Engine::Impl::settle_slot(Conn& c, TxPkt& t) {
     if (sl.state == TxSlotState::inflight && sl.csn == t.csn) {
         sl.state = TxSlotState::acked;
         --p.inflight;
-        advance_una(p);
+        advance_una(p, c.unsettled);
     }
 }
 
@@ -1322,6 +1325,7 @@ void Engine::Impl::abandon(Conn& c, TxPkt& t) {
 void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
     PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
     if (sl.state != TxSlotState::inflight) return;
+    p.replan();
     sl.state = TxSlotState::lost;
     --p.inflight;
     TxPkt& t = c.txpkts[sl.csn & (c.txpkts.size() - 1)];
@@ -1361,6 +1365,7 @@ void Engine::Impl::declare_lost(Conn& c, TxPath& p, uint32_t psn) {
         p.srtt = (7 * p.srtt + r) / 8;
     }
     p.rto = std::clamp<Time>(p.srtt + std::max<Time>(4 * p.rttvar, 1000), cfg.min_rto, cfg.max_rto);
+    p.replan();
 }
 
 // R-TIMER-1: the connection's first RTT sample is every other path's until it
@@ -1385,6 +1390,7 @@ void Engine::Impl::lend_rtt(Conn& c, Time r, Time now) {
 // (R-SACK-3), and the floor moves up to what is known. Returns true if the
 // timeout was spurious: the packet whose timer expired had arrived.
 bool Engine::Impl::rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now) {
+    p.replan();  // rto_psn, rto_pending
     // The span rule (R-SACK-2 from tx_floor) keeps every slot of the range unreused.
     auto late = [&](uint32_t psn) {
         if (!wire::seq_lt(psn, p.rto_psn) && wire::seq_lt(psn, p.rto_end))
@@ -1418,6 +1424,7 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
         ++st.rx_stale;  // acks data never sent on this path
         return;
     }
+    p.replan();  // whatever it acknowledges, declares lost or ends (rto_pending)
     if (cfg.rate_hints && a.rate_hint != c.hint_kbps) {
         // R-HINT-9: before the first DATA the first window follows the hint too.
         if (c.st.tx_data_packets == 0 && a.rate_hint) {
@@ -1461,7 +1468,10 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
     // (advance_una's work for this range, without a second walk over it).
     for (uint32_t psn = p.snd_una; wire::seq_lt(psn, cum); ++psn)
         if (!ack_slot(psn, TxSlotState::empty)) p.ring[psn & (kPathRing - 1)].state = TxSlotState::empty;
-    if (wire::seq_lt(p.snd_una, cum)) p.snd_una = cum;
+    if (wire::seq_lt(p.snd_una, cum)) {
+        c.unsettled -= cum - p.snd_una;
+        p.snd_una = cum;
+    }
     bool any_sack = false;
     uint32_t highest = 0;
     // No bit set, as a rule (nothing out of order on the path): one test, not four words' loops.
@@ -1499,7 +1509,7 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
             }
         }
     }
-    advance_una(p);
+    advance_una(p, c.unsettled);
     advance_csn_una(c);  // once per ACK for every CSN it delivered
     if (newly | heard) {
         p.silent_rounds = 0;

@@ -427,12 +427,6 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     return 2;
 }
 
-// R-SCHED-1..3, once per burst: each path's eligibility as a packet budget
-// and its score as a step per packet in flight. The score is the spec's
-// (inflight + 1) / max(1, cwnd) * (srtt + 1 us), in fixed point, times 4
-// after a fresh mark; a path that may take nothing scores kNoPath.
-static constexpr uint64_t kNoPath = std::numeric_limits<uint64_t>::max();
-
 // The retransmission timer every send on the path arms (send_on_path): the
 // same for the whole burst (no RTT or timeout changes inside it), so worked
 // out once per burst: for every path by plan_paths when the burst may carry
@@ -459,25 +453,9 @@ void Engine::Impl::plan_paths_as(Conn& c, Time now) {
             p.sched_timer = 0;
         else
             plan_send_timer(p, now);
-        // std::max(1.0, cwnd), NaN included, written so that it is one maxsd,
-        // where std::max's reference is a compare and two jumps.
-        const double cwnd = p.ccv.cwnd > 1.0 ? p.ccv.cwnd : 1.0;
-        const uint32_t win = uint32_t(cwnd);
-        const uint32_t span = p.snd_nxt - tx_floor(p);
-        if (p.state != PathStateKind::active || p.inflight >= win || span >= kPathRing) {
-            p.sched_room = 0;  // not eligible (path_open)
-            c.set_score(pi, kNoPath);
-            continue;
-        }
-        p.sched_room = std::min(win - p.inflight, kPathRing - span);
-        // srtt is 0 until have_rtt: only rtt_sample writes it, setting have_rtt.
-        uint64_t k = p.srtt / 64 + 16;
-        if (p.ccv.rounds_since_mark == 0) k *= 4;  // R-SCHED-3: steer away from a fresh mark
-        // cwnd * 16 through int64_t: win's conversion above already needs
-        // cwnd < 2^32, so the product fits, and the signed conversion is one
-        // instruction where the unsigned one tests the range first.
-        p.sched_step = std::max<uint64_t>(1, (k << 24) / uint64_t(int64_t(cwnd * 16.0)));
-        c.set_score(pi, uint64_t(p.inflight + 1) * p.sched_step);
+        if (p.plan_kept) continue;  // R-SCHED-1..3 once per path state (TxPath::plan_kept)
+        p.plan_kept = true;
+        c.set_score(pi, plan_path(p));
     }
 }
 
@@ -714,6 +692,7 @@ void Engine::Impl::release_retired(Conn& c) {
     ++p.st.tx_packets;
     p.st.tx_bytes += t.payload_len;
     if (in_run) return;
+    ++c.unsettled;  // (single_run adds its packets once per run)
     ++c.st.tx_data_packets;
     c.st.tx_payload_bytes += t.payload_len;
     // Armed from the send, or a path's first flight after idle would meet its
@@ -928,6 +907,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     c.csn_nxt = csn_nxt;
     if (n) {
         c.st.tx_data_packets += n;
+        c.unsettled += uint32_t(n);
         c.st.tx_payload_bytes += bytes;
         arm(c, due);
     }
@@ -1094,10 +1074,11 @@ bool Engine::Impl::resolved_tail(Conn& c, TxPath& p) {
         PathTxSlot& sl = p.ring[psn & (kPathRing - 1)];
         if (sl.state == TxSlotState::inflight && done(sl.csn)) {
             sl.state = TxSlotState::acked;
+            p.replan();
             --p.inflight;
         }
     }
-    advance_una(p);
+    advance_una(p, c.unsettled);
     return true;
 }
 
@@ -1105,6 +1086,7 @@ bool Engine::Impl::resolved_tail(Conn& c, TxPath& p) {
 
 void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     TxPath& p = c.paths[pi];
+    p.replan();
     ++p.st.timeouts;
     ++p.consecutive_timeouts;
     if (!p.rto_pending || p.rto_undone) {  // R-TIMER-7: the first timeout of a sequence is what an undo tests
@@ -1119,6 +1101,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     if (p.snd_nxt - p.rto_psn >= kPathRing) p.rto_pending = false;
     // R-TIMER-2: everything in flight on the path is resent elsewhere.
     for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) declare_lost(c, p, psn);
+    c.unsettled -= p.snd_nxt - p.snd_una;
     while (p.snd_una != p.snd_nxt) {
         p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
         ++p.snd_una;
@@ -1144,6 +1127,8 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
 void Engine::Impl::fail_path(Conn& c, TxPath& p, Time now) {
     if (p.state != PathStateKind::active) return;
     p.state = PathStateKind::failed;
+    p.replan();
+    ++c.unsettled;
     p.set_entropy(new_entropy(c, p.entropy()));
     ++p.st.rerouted;
     p.next_probe = now;
@@ -1177,7 +1162,7 @@ void Engine::Impl::path_silent(Conn& c, uint16_t pi, Time now) {
     declare_lost(c, p, p.snd_una);
     ++p.st.losses;
     const uint16_t losses = 1;
-    advance_una(p);
+    advance_una(p, c.unsettled);
     CcFeedback f;
     f.slot = p.cc_slot;
     f.gen = p.ccv.gen;

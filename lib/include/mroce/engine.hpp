@@ -466,6 +466,12 @@ public:
     const EngineStats& stats() const noexcept;
     Status conn_stats(uint32_t conn, ConnStats& out) const;
     Status path_stats(uint32_t conn, uint16_t path, PathStats& out) const;
+    // Test support: what the engine keeps incrementally against a fresh
+    // computation from the state it summarizes (each path's kept scheduler
+    // step, each connection's count of packets out and failed paths).
+    // Returns how many disagree (0: all agree).
+    size_t self_check() const;
+
     // Bytes of state: per connection (without streams) and per stream (without its queues).
     static size_t conn_state_bytes();
     static size_t stream_state_bytes();
