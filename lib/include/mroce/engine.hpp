@@ -372,6 +372,8 @@ public:
     size_t take_cq_events(CqEvent* out, size_t max);
     // Whether take_cq_events has anything: the API asks after every post.
     bool cq_events_pending() const noexcept;
+    // Whether poll_events has anything: the API asks before every transmit.
+    bool events_pending() const noexcept;
 
     // --- connections and streams (R-CONN-*, R-STREAM-*) ---
     // Starts an active open toward the driver's peer handle; returns the local connection id.
