@@ -381,7 +381,8 @@ TEST_CASE("drive loop: hooks filter what was received and run before transmit", 
     CHECK(w.log == Log{"recv 2", "filter 2/0", "events", "tx 0"});
 }
 
-TEST_CASE("drive loop: before_rx transmits, receives, and transmits again only after a receive that brought anything",
+TEST_CASE("drive loop: before_rx transmits, receives, and transmits again only after a receive that brought anything; "
+          "after one, the pass's first transmit sends the answer alone, then the ACKs",
           "[loop]") {
     World w;
     struct Hooks {
@@ -395,10 +396,17 @@ TEST_CASE("drive loop: before_rx transmits, receives, and transmits again only a
     w.arrive(3);
     CHECK(loop.step(1, hooks) == 2 + 3);
     CHECK(w.log == Log{"events", "tx 2", "send 2/2", "recv 3", "rx 3", "events", "tx 0"});
-    // An empty receive: the first transmit drained all there was at this time (round 27).
+    // The last receive brought packets: the answer (acks false), then the ACKs,
+    // in two port bursts; then an empty receive: the first transmit drained all
+    // there was at this time, so there is no second (round 27).
     w.log.clear();
     w.queue_tx(1);
     CHECK(loop.step(2, hooks) == 1);
+    CHECK(w.log == Log{"events", "tx 1", "send 1/1", "tx 0", "recv 0"});
+    // Nothing received last pass: one transmit.
+    w.log.clear();
+    w.queue_tx(1);
+    CHECK(loop.step(3, hooks) == 1);
     CHECK(w.log == Log{"events", "tx 1", "send 1/1", "recv 0"});
 }
 

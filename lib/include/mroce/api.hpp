@@ -531,8 +531,8 @@ public:
     size_t progress();
     // Where a pass transmits (drive loop TxOrder, architecture 3.1): after_rx
     // (the default) acknowledges what arrived in the pass that received it;
-    // before_rx acknowledges it at the start of the next pass, in one burst
-    // with what the application posted in between: for applications that
+    // before_rx acknowledges it at the start of the next pass, right behind
+    // what the application posted in between: for applications that
     // answer what they receive at once and keep calling progress (ping-pong,
     // request/response; mroce-perf --lat), whose answer then leaves without
     // an ACK send ahead of it (issue 24). An application that stops calling
