@@ -6,7 +6,7 @@
 # Message rate: 64-byte and 4 KiB WRITEs against the bare loop's packets/s
 # (ratio printed); latency: mroce-perf --lat (8-byte WRITE round trip)
 # against the bare memif ping-pong (mroce-dpdk-bench --memif --lat).
-# Env: SIZES="64 4096" (message sizes), LAT=0 skips the latency part;
+# Env: SIZES="64 4096" (message sizes; "" for the latency pair alone), LAT=0 skips the latency part;
 # PIPELINES="none placement placement+cc" runs mroce-perf in each arrangement
 # of the device key pipeline (section 7.3), ROUNDS=3 repeats the bare loop and
 # every (size, arrangement) run in interleaved rounds, then prints each
@@ -27,7 +27,7 @@ FIRST=$1
 NCPU=$#
 eval LAST=\${$#}
 
-SIZES=${SIZES:-64 4096}
+SIZES=${SIZES-64 4096}
 PIPELINES=${PIPELINES:-none}
 ROUNDS=${ROUNDS:-1}
 
@@ -69,7 +69,9 @@ perf_pair() {  # perf_pair pipeline <client args...>: the client's JSON in $T/c.
 : > "$T/rates.txt"
 for round in $(seq "$ROUNDS"); do
     [ "$ROUNDS" -gt 1 ] && echo "--- round $round ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"
-    "$BENCH" --memif --payload "$(echo $SIZES | tr ' ' ,)" --seconds "$S" 2>/dev/null | grep -v '^EAL' | tee "$T/bare.txt"
+    : > "$T/bare.txt"
+    [ -z "$SIZES" ] ||  # SIZES="": the latency pair alone
+        "$BENCH" --memif --payload "$(echo $SIZES | tr ' ' ,)" --seconds "$S" 2>/dev/null | grep -v '^EAL' | tee "$T/bare.txt"
     for size in $SIZES; do
         for pl in $PIPELINES; do
             perf_pair "$pl" -s "$size" -D "$S"
@@ -118,11 +120,18 @@ fi
 [ "${LAT:-1}" = 0 ] && exit 0
 "$BENCH" --memif --lat --seconds "$S" 2>/dev/null | grep -v '^EAL' | tee "$T/pp.txt"
 perf_pair none --lat -n 20000
-python3 - "$T/c.json" "$T/pp.txt" <<'EOP'
+python3 - "$T/c.json" "$T/pp.txt" "$T/s.json" <<'EOP'
 import json, sys
 j = json.load(open(sys.argv[1]))
 pp = [l.split() for l in open(sys.argv[2]) if l.startswith("memif-pingpong")]
-print(f"mroce-perf --lat  8-byte WRITE round trip: p50 {j['lat_p50_us']:.2f} us, p99 {j['lat_p99_us']:.2f} us")
+try:
+    sent = f"{json.load(open(sys.argv[3]))['engine']['udp_tx_packets'] / max(j['messages'], 1):.3f}"
+except (OSError, ValueError):
+    sent = "?"
+print(f"mroce-perf --lat  8-byte WRITE round trip: p50 {j['lat_p50_us']:.2f} us, p99 {j['lat_p99_us']:.2f} us; "
+      f"per round trip the client sent {j['engine']['udp_tx_packets'] / max(j['messages'], 1):.3f} packets, the server "
+      f"{sent}; client tail-loss probes {sum(p['tail_probes'] for p in j['path'])}, duplicates at the client "
+      f"(the server's probes) {j['duplicates']}, in {j['messages']} round trips")
 if pp:
     print(f"  p50 vs the bare memif ping-pong's: {j['lat_p50_us'] / float(pp[0][2]):.2f}")
 EOP

@@ -10,6 +10,14 @@
 # libraries and memif PMD, lib/api (Device, Connection, drive loop), mroce-perf,
 # libc; mroce-perf's pct() (percentiles sorted after the timed loop) is listed
 # apart.
+# LAT=1: the round trip instead (doc/performance.md 7.3, round 27): mroce-perf
+# --lat with N1 and N2 8-byte WRITE round trips, and beside it, in the same
+# run, the bare memif ping-pong (mroce-dpdk-bench --memif --lat --side, its
+# ends as separate processes, one profiled, the other native, as for
+# mroce-perf), N1 and N2 round trips each. Prints instructions per round trip
+# per end by part, both side by side; the clock reads per round trip (the
+# bare loop reads it once per poll, so they count its polls), mroce's passes,
+# packets, tail-loss probes (R-TIMER-8) and duplicates per round trip.
 #   scripts/bench-memif-instr.sh [BUILD_DIR] [N1] [N2] [-- more mroce-perf client args]
 set -eu
 B=${1:-build}
@@ -18,8 +26,11 @@ N2=${3:-70000}
 [ $# -ge 3 ] && shift 3 || shift $#
 [ "${1:-}" = "--" ] && shift
 PERF=$B/app/perf/mroce-perf
+BENCH=${BENCH:-$B/app/dpdk-bench/mroce-dpdk-bench}  # LAT=1: needs --side (this tree's)
+LAT=${LAT:-0}
 command -v valgrind >/dev/null || { echo "bench-memif-instr.sh: valgrind not installed" >&2; exit 2; }
 [ -x "$PERF" ] || { echo "bench-memif-instr.sh: $PERF not built" >&2; exit 2; }
+[ "$LAT" = 0 ] || [ -x "$BENCH" ] || { echo "bench-memif-instr.sh: $BENCH not built" >&2; exit 2; }
 T=$(mktemp -d /tmp/mroce-memif-instr.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 conf() {  # role ip mac peer_ip peer_mac cpu
@@ -48,14 +59,32 @@ for role in client server; do
         rm -f "$T/memif.sock"
         $s "$PERF" --config "$T/s.conf" --json --accept-timeout 120 > "$T/s.json" 2> "$T/s.err" &
         i=0; while [ ! -S "$T/memif.sock" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
-        $c "$PERF" 10.0.1.1 --config "$T/c.conf" --json -s 64 -n "$n" "$@" > "$T/c.$role.$n.json" 2> "$T/c.err" ||
+        mode="-s 64"; [ "$LAT" = 0 ] || mode=--lat
+        $c "$PERF" 10.0.1.1 --config "$T/c.conf" --json $mode -n "$n" "$@" > "$T/c.$role.$n.json" 2> "$T/c.err" ||
             { cat "$T/c.err" "$T/s.err" >&2; exit 1; }
         wait
+        cp "$T/s.json" "$T/s.$role.$n.json"
     done
 done
-python3 - "$T" "$N1" "$N2" <<'EOP'
-import json, re, subprocess, sys
-t, n1, n2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if [ "$LAT" != 0 ] && [ "${BARE:-1}" != 0 ]; then  # BARE=0: mroce-perf alone
+    for role in client server; do
+        for n in "$N1" "$N2"; do
+            vg="valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file=$T/cg.bare.$role.$n"
+            s=""; c=""
+            if [ "$role" = server ]; then s=$vg; else c=$vg; fi
+            rm -f "$T/bare.sock"
+            $s "$BENCH" --memif --lat --side server --socket "$T/bare.sock" --iters "$n" --seconds 100000 \
+                > "$T/bs.out" 2> "$T/bs.err" &
+            i=0; while [ ! -S "$T/bare.sock" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+            $c "$BENCH" --memif --lat --side client --socket "$T/bare.sock" --iters "$n" --seconds 100000 \
+                > "$T/bc.out" 2> "$T/bc.err" || { cat "$T/bc.err" "$T/bs.err" >&2; exit 1; }
+            wait
+        done
+    done
+fi
+python3 - "$T" "$N1" "$N2" "$LAT" <<'EOP'
+import glob, json, os, re, subprocess, sys
+t, n1, n2, lat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] != "0"
 def load(f):
     out = subprocess.run(["callgrind_annotate", "--threshold=100", f], capture_output=True, text=True, check=True).stdout
     fn = {}
@@ -74,13 +103,84 @@ def load(f):
         fn[name] = fn.get(name, 0) + v
     return fn
 def part(k):
+    k = re.sub(r"^(?:void|bool|auto|unsigned long|int) (?=mroce::)", "", k)  # a template's return type
     if k.startswith("mroce::dpdk::") or "DpdkTransport" in k: return "DPDK driver (DpdkPort, PlanePorts, transport)"
     if "rte_" in k or "librte" in k or "pmds-" in k: return "DPDK libraries + memif PMD"
     if k.startswith(("mroce::Device", "mroce::Connection")): return "lib/api (Device, Connection, drive loop)"
     if k.startswith("mroce::"): return "engine (lib/engine, lib/cc, wire)"
     if "::pct(" in k: return "mroce-perf pct() (after the timed loop)"
-    if "anonymous namespace" in k: return "mroce-perf (app/perf)"
+    if "anonymous namespace" in k or k.startswith(("main", "memif_side", "run_memif")): return "mroce-perf / the bare loop (app)"
     return "libc and other"
+def per_op(a, b):
+    return {k: (b.get(k, 0) - a.get(k, 0)) / (n2 - n1) for k in set(a) | set(b)}
+def by_part(d):
+    parts = {}
+    for k, v in d.items():
+        parts.setdefault(part(k), []).append((v, k))
+    return parts
+if lat:
+    def calls(f, pat):  # calls made to functions whose name holds pat (the raw file's cfn=/calls= lines)
+        names, tot, cur = {}, 0, None
+        for line in open(f):
+            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+            if m:
+                if m.group(2): names[m.group(1)] = m.group(2)
+                cur = m.group(1) if line.startswith("cfn") else None
+            elif line.startswith("calls=") and cur is not None:
+                if pat in names.get(cur, ""): tot += int(line.split()[0][6:])
+                cur = None
+        return tot
+    # The bare loop reads the clock once per poll: polls per round trip. An
+    # empty poll costs about (memif's receive function, the clock read, the
+    # loop's own lines) / polls (their work for the one frame spread over the
+    # polls: an upper bound), so the bare end's work per round trip is about
+    # its total less (polls - 1) empty polls ("net" below).
+    bare_net = {"client": 0.0, "server": 0.0}
+    have_bare = os.path.exists(f"{t}/cg.bare.server.{n2}")
+    for role in ("client", "server") if have_bare else ():
+        a, b = f"{t}/cg.bare.{role}.{n1}", f"{t}/cg.bare.{role}.{n2}"
+        polls = (calls(b, 'steady_clock::now') - calls(a, 'steady_clock::now')) / (n2 - n1)
+        d = per_op(load(a), load(b))
+        rx = max((v for k, v in d.items() if "librte_net_memif" in k), default=0.0)  # its receive, called every poll
+        loop = sum(v for k, v in d.items() if "memif_side" in k or "steady_clock::now" in k or "clock_gettime" in k)
+        empty = (rx + loop) / polls if polls else 0.0
+        bare_net[role] = sum(d.values()) - max(polls - 1, 0) * empty
+        print(f"bare {role} profiled: {polls:.2f} polls (clock reads) per round trip, an empty poll at most "
+              f"{empty:.1f} instructions, the end's work per round trip about {bare_net[role]:.1f}")
+    rows, tot = {}, {}
+    for role in ("client", "server"):
+        js = {n: (json.load(open(f"{t}/c.{role}.{n}.json")), json.load(open(f"{t}/s.{role}.{n}.json"))) for n in (n1, n2)}
+        dif = lambda f: (f(*js[n2]) - f(*js[n1])) / (n2 - n1)
+        pe = (lambda c, s: c["engine"]["progress_passes"]) if role == "client" else (lambda c, s: s["engine"]["progress_passes"])
+        print(f"mroce {role} profiled: per round trip {dif(pe):.2f} passes of the profiled end, packets sent by the "
+              f"client {dif(lambda c, s: c['engine']['udp_tx_packets']):.3f}, by the server "
+              f"{dif(lambda c, s: s['engine']['udp_tx_packets']):.3f}; " +
+              ", ".join(f"{n} round trips: client tail-loss probes {sum(p['tail_probes'] for p in js[n][0]['path'])}, "
+                        f"duplicates at the client {js[n][0]['duplicates']}, retransmits {js[n][0]['retransmits']}"
+                        for n in (n1, n2)))
+        d = per_op(load(f"{t}/cg.{role}.{n1}"), load(f"{t}/cg.{role}.{n2}"))
+        bd = per_op(load(f"{t}/cg.bare.{role}.{n1}"), load(f"{t}/cg.bare.{role}.{n2}")) if have_bare else {}
+        for name, dd in ((f"{role} mroce", d), (f"{role} bare", bd)):
+            tot[name] = sum(dd.values())
+            for p, l in by_part(dd).items():
+                rows.setdefault(p, {})[name] = (sum(v for v, _ in l), sorted(l, reverse=True)[:3])
+    cols = ["client mroce", "client bare", "server mroce", "server bare"]
+    print("\ninstructions per round trip, each end (mroce-perf --lat / bare memif ping-pong):")
+    print(f"  {'part':<46}" + "".join(f"{c:>14}" for c in cols))
+    for p in sorted(rows, key=lambda p: -sum(v[0] for v in rows[p].values())):
+        print(f"  {p[:46]:<46}" + "".join(f"{rows[p].get(c, (0.0,))[0]:14.1f}" for c in cols))
+    print(f"  {'total':<46}" + "".join(f"{tot[c]:14.1f}" for c in cols))
+    print(f"both ends: mroce {tot['client mroce'] + tot['server mroce']:.1f}, bare {tot['client bare'] + tot['server bare']:.1f} "
+          f"(net of its empty polls about {bare_net['client'] + bare_net['server']:.1f})")
+    for c in cols:
+        print(f"\n{c}, largest functions per part:")
+        for p in sorted(rows, key=lambda p: -rows[p].get(c, (0.0,))[0]):
+            if c in rows[p] and rows[p][c][0] >= 10:
+                print(f"  {rows[p][c][0]:8.1f}  {p}")
+                for v, k in rows[p][c][1]:
+                    if v >= 10:
+                        print(f"              {v:7.1f}  {k[:110]}")
+    sys.exit(0)
 grand = 0.0
 for role in ("client", "server"):
     for n in (n1, n2):

@@ -75,6 +75,8 @@ constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 struct Opts {
     bool lat = false;        // --memif --lat: ping-pong
     uint64_t iters = 20000;  // --iters: measured round trips
+    std::string side;        // --side server|client --socket PATH: one end alone (--lat under a profiler)
+    std::string socket;
     std::vector<std::string> modes{"plain", "copy", "drvtx", "driver", "engine"};
     std::vector<uint32_t> payloads{64, 4096};
     std::vector<int> lcores{1, 2};
@@ -574,7 +576,22 @@ int memif_side(bool server, const std::string& sock, uint32_t payload, double se
     return 0;
 }
 
+// One end of the ping-pong in this process, so that a profiler can run it
+// beside a native peer (scripts/bench-memif-instr.sh LAT=1): forked, both ends
+// would run under it and each would count the other's slowness as empty polls.
+int run_memif_side(const Opts& o) {
+    const bool server = o.side == "server";
+    uint64_t got = 0;
+    double secs = 0;
+    PingPong pp;
+    const int rc = memif_side(server, o.socket, o.payloads.front(), o.seconds, o.burst, server ? 0 : 1, o.mem_mb, got,
+                              secs, &pp, o.iters);
+    if (!server) fmt::print("memif-pingpong client: {} round trips measured\n", pp.rtt.size());
+    return rc;
+}
+
 int run_memif(const Opts& o) {
+    if (!o.side.empty()) return run_memif_side(o);
     if (o.lat) fmt::print("{:<11} {:>7} {:>9} {:>9} {:>9}\n", "mode", "payload", "p50 us", "p99 us", "samples");
     else
         fmt::print("{:<11} {:>6} {:>7} {:>10} {:>12} {:>12}\n", "mode", "lcores", "payload", "Mpps", "Gbit/s pay",
@@ -667,6 +684,7 @@ void usage() {
         "                        [--seconds S] [--burst N] [--ring SLOTS] [--mem MB] [--cache N] [-- EAL args]\n"
         "       mroce-dpdk-bench --memif [--payload 64,4096] [--seconds S] [--burst N] [--mem MB]\n"
         "       mroce-dpdk-bench --memif --lat [--payload 8] [--iters N] [--seconds S]: bare memif ping-pong\n"
+        "           [--side server|client --socket PATH]: one end alone, server on CPU 0, client on CPU 1\n"
         "Default EAL args: -l 0,1 --no-huge --no-pci -m <mem> --file-prefix mroce-bench-<pid>");
 }
 
@@ -708,6 +726,8 @@ int main(int argc, char** argv) {
         else if (a == "--memif") memif = true;
         else if (a == "--lat") o.lat = true;
         else if (a == "--iters") o.iters = std::stoull(val());
+        else if (a == "--side") o.side = val();
+        else if (a == "--socket") o.socket = val();
         else if (a == "--cache") g_cache = unsigned(std::stoul(val()));
         else if (a == "--") { eal_extra.assign(argv + i + 1, argv + argc); break; }
         else { usage(); return a == "-h" || a == "--help" ? 0 : 2; }
@@ -723,6 +743,10 @@ int main(int argc, char** argv) {
     g_ring = o.ring;
     if (o.lat && !memif) {
         std::fprintf(stderr, "--lat is the memif ping-pong: add --memif\n");
+        return 2;
+    }
+    if (!o.side.empty() && (!o.lat || (o.side != "server" && o.side != "client") || o.socket.empty())) {
+        std::fprintf(stderr, "--side server|client needs --memif --lat and --socket PATH\n");
         return 2;
     }
     if (memif) {

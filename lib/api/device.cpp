@@ -299,7 +299,7 @@ size_t Device::inject_faults(RxPacket* rx, size_t n) noexcept {
     return k;
 }
 
-void Device::handle_events_locked() {
+void Device::handle_events_now_locked() {
     ConnEvent ev[16];
     size_t n;
     while ((n = eng_.poll_events(ev, 16)) > 0) {

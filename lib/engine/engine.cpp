@@ -219,6 +219,7 @@ Status Engine::req_notify_cq(uint32_t cq, bool solicited_only) {
 }
 
 bool Engine::cq_events_pending() const noexcept { return !impl_->notified.empty(); }
+bool Engine::events_pending() const noexcept { return !impl_->events.empty(); }
 
 size_t Engine::take_cq_events(CqEvent* out, size_t max) {
     Impl& I = *impl_;
@@ -238,6 +239,7 @@ size_t Engine::poll_cq(uint32_t cq, Completion* out, size_t max) {
     Cq& q = impl_->cqs[cq - 1];
     // At most two contiguous runs of the ring (before and after its wrap), copied whole.
     const size_t n = std::min<size_t>(max, q.tail - q.head);
+    if (n == 0) return 0;  // a busy poller's common case: no call to memcpy
     const size_t at = q.head & q.mask;
     const size_t first = std::min(n, q.ring.size() - at);
     std::memcpy(out, q.ring.data() + at, first * sizeof(Completion));

@@ -381,6 +381,35 @@ TEST_CASE("drive loop: hooks filter what was received and run before transmit", 
     CHECK(w.log == Log{"recv 2", "filter 2/0", "events", "tx 0"});
 }
 
+TEST_CASE("drive loop: before_rx transmits, receives, and transmits again only after a receive that brought anything; "
+          "after one, the pass's first transmit sends the answer alone, then the ACKs",
+          "[loop]") {
+    World w;
+    struct Hooks {
+        Log& log;
+        size_t received(RxPacket*, size_t n) { return n; }
+        void before_tx(Time) { log.push_back("events"); }
+    } hooks{w.log};
+    DriveLoop<ScriptPort, ScriptEngine> loop(w.port<ScriptPort>(), w.eng, {}, Bursts{5, 5});
+    loop.set_tx_order(TxOrder::before_rx);
+    w.queue_tx(2);
+    w.arrive(3);
+    CHECK(loop.step(1, hooks) == 2 + 3);
+    CHECK(w.log == Log{"events", "tx 2", "send 2/2", "recv 3", "rx 3", "events", "tx 0"});
+    // The last receive brought packets: the answer (acks false), then the ACKs,
+    // in two port bursts; then an empty receive: the first transmit drained all
+    // there was at this time, so there is no second (round 27).
+    w.log.clear();
+    w.queue_tx(1);
+    CHECK(loop.step(2, hooks) == 1);
+    CHECK(w.log == Log{"events", "tx 1", "send 1/1", "tx 0", "recv 0"});
+    // Nothing received last pass: one transmit.
+    w.log.clear();
+    w.queue_tx(1);
+    CHECK(loop.step(3, hooks) == 1);
+    CHECK(w.log == Log{"events", "tx 1", "send 1/1", "recv 0"});
+}
+
 TEST_CASE("drive loop pipeline: copies leave with their kept buffers, their tokens come back before the next receive",
           "[loop][pipeline]") {
     World w;

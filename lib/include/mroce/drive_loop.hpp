@@ -128,10 +128,11 @@ struct Bursts {
 //  - after_rx: receive, then transmit: what arrived is acknowledged in the
 //    same pass (the loop alone, with no owner answering in between: DPDK
 //    lcores, the simulator);
-//  - before_rx: transmit, receive, then transmit all but data ACKs (control
-//    answers such as a CONNECT_ACK, data a received ACK let out): what
-//    arrived is acknowledged at the start of the next pass, together with
-//    whatever the owner posted in between (the answer to it), in one burst,
+//  - before_rx: transmit, receive, then, if anything arrived, transmit all
+//    but data ACKs (control answers such as a CONNECT_ACK, data a received
+//    ACK let out): what arrived is acknowledged at the start of the next
+//    pass, right behind whatever the owner posted in between (the answer to
+//    it, in a port burst of its own: a transmit without data ACKs first),
 //    instead of an ACK burst that delays the answer by a send. The native
 //    API, whose owner runs between passes. The ACK leaves as soon as the
 //    owner makes the next pass: one that moved anything is followed by the
@@ -200,10 +201,21 @@ public:
         if constexpr (kPlaces) moved += finish_copies(now);   // their acks go out in this pass's TX
         if (order_ == TxOrder::before_rx) {
             hooks.before_tx(now);
+            // After a receive that brought anything (whose ACKs were held):
+            // the answer in a port burst of its own, then the ACKs, so the
+            // peer may take the answer before the ACK is even built.
+            if (held_) moved += transmit(now, false);
             moved += transmit(now, true);
-            moved += receive(now, hooks);
-            hooks.before_tx(now);
-            moved += transmit(now, false);
+            held_ = false;
+            // An empty receive changed nothing the first transmit did not
+            // drain at this now: a busy poller's empty pass skips the second
+            // (its hook and the engine's walk; doc/performance.md 7.3, round 27).
+            if (const size_t got = receive(now, hooks)) {
+                moved += got;
+                held_ = true;
+                hooks.before_tx(now);
+                moved += transmit(now, false);
+            }
         } else {
             moved += receive(now, hooks);
             hooks.before_tx(now);
@@ -345,6 +357,7 @@ private:
     Policy policy_;
     Bursts b_;
     TxOrder order_ = TxOrder::after_rx;
+    bool held_ = false;   // before_rx: the last receive brought packets (their ACKs wait)
     std::unique_ptr<RxPacket[]> rx_;
     std::unique_ptr<TxPacket[]> tx_, retry_;
     std::unique_ptr<uint32_t[]> unsent_;

@@ -372,6 +372,8 @@ public:
     size_t take_cq_events(CqEvent* out, size_t max);
     // Whether take_cq_events has anything: the API asks after every post.
     bool cq_events_pending() const noexcept;
+    // Whether poll_events has anything: the API asks before every transmit.
+    bool events_pending() const noexcept;
 
     // --- connections and streams (R-CONN-*, R-STREAM-*) ---
     // Starts an active open toward the driver's peer handle; returns the local connection id.
@@ -432,8 +434,8 @@ public:
     void rx_burst(const RxPacket* pkts, size_t n, Time now);
     size_t tx_burst(TxPacket* out, size_t max, Time now);
     // acks false: the same, but data ACKs stay pending for a later tx_burst
-    // (the drive loop's TxOrder::before_rx: they leave with the owner's
-    // answer to what they acknowledge, issue 24).
+    // (the drive loop's TxOrder::before_rx: they leave right behind the
+    // owner's answer to what they acknowledge, issue 24).
     size_t tx_burst(TxPacket* out, size_t max, Time now, bool acks);
     // Earliest time at which tx_burst has something to do without new input
     // (pacing release, ack delay, RTO, probe). UINT64_MAX: nothing pending.
