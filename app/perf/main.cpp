@@ -103,6 +103,7 @@ struct Opts {
     uint32_t streams = 1;
     uint32_t depth = 0;
     uint32_t cq_mod = 0;  // 0: kDefaultCqMod
+    uint32_t post_list = 1;
     bool json = false;
     bool verify = false;
     bool lat = false;
@@ -166,6 +167,9 @@ void usage(FILE* f) {
         "                        last message and every message of the latency sample; a completion\n"
         "                        retires its stream's messages before it (post order). --lat, fadd,\n"
         "                        cas and read --verify: every message (each is checked on completion)\n"
+        "      --post-list N     post up to N messages of a stream in one call (Connection::try_post_sends,\n"
+        "                        a verbs WR list), as perftest's --post_list; 1..64 (default 1, as\n"
+        "                        perftest: one call per message)\n"
         "      --paths N         paths this side sends on (read data flows server->client: give it\n"
         "                        to the server too)\n"
         "      --streams N       data streams (QPs) on the connection, 1..%u (default 1)\n"
@@ -230,7 +234,7 @@ double prob(const char* opt, const char* v) {
 Opts parse(int argc, char** argv) {
     Opts o;
     enum { O_OP = 1000, O_PATHS, O_STREAMS, O_JSON, O_CONFIG, O_LOSS, O_CE, O_VERIFY, O_LAT, O_SEED, O_CT, O_LP,
-           O_DEV, O_AT, O_SPIN, O_ONEBUF, O_SLOTS, O_CQMOD };
+           O_DEV, O_AT, O_SPIN, O_ONEBUF, O_SLOTS, O_CQMOD, O_POSTLIST };
     static const option lo[] = {
         {"port", required_argument, nullptr, 'p'},     {"size", required_argument, nullptr, 's'},
         {"iters", required_argument, nullptr, 'n'},    {"duration", required_argument, nullptr, 'D'},
@@ -242,7 +246,7 @@ Opts parse(int argc, char** argv) {
         {"seed", required_argument, nullptr, O_SEED},  {"conn-timeout", required_argument, nullptr, O_CT},
         {"local-port", required_argument, nullptr, O_LP}, {"device", required_argument, nullptr, O_DEV},
         {"accept-timeout", required_argument, nullptr, O_AT}, {"spin-us", required_argument, nullptr, O_SPIN},
-        {"cq-mod", required_argument, nullptr, O_CQMOD},
+        {"cq-mod", required_argument, nullptr, O_CQMOD}, {"post-list", required_argument, nullptr, O_POSTLIST},
         {"one-buffer", no_argument, nullptr, O_ONEBUF}, {"slots", no_argument, nullptr, O_SLOTS},
         {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0}};
     bool size_given = false;
@@ -284,6 +288,7 @@ Opts parse(int argc, char** argv) {
         case O_AT: o.accept_timeout_s = uint32_t(num("--accept-timeout", optarg, 1, 86400)); break;
         case O_SPIN: o.spin_us = int64_t(num("--spin-us", optarg, 0, 1'000'000)); break;
         case O_CQMOD: o.cq_mod = uint32_t(num("--cq-mod", optarg, 1, 1024)); break;
+        case O_POSTLIST: o.post_list = uint32_t(num("--post-list", optarg, 1, 64)); break;
         case 'h': usage(stdout); std::exit(0);
         default: usage(stderr); std::exit(1);
         }
@@ -842,9 +847,11 @@ int run_client(const Opts& o) {
             posted[0] = done[0] = total_done;
         } else {
             const auto slot_ptr = [&](uint32_t s, uint32_t k) { return mem.data() + (size_t(s) * depth + k) * size; };
-            // A stream's work request is built once: per message only its id and
-            // addresses change (atomics: built per message, their operands change).
-            std::vector<SendWr> wrs(streams);
+            // A stream's work requests (a list of --post-list) are built once: per
+            // message only its id, addresses and signal bit change (atomics: built
+            // per message, their operands change).
+            const uint32_t plist = o.post_list;
+            std::vector<SendWr> wrs(size_t(streams) * plist);
             // The loop's constants in locals: the post call between uses would reload them through o.
             const Op op = o.op;
             const bool by_time = o.seconds > 0;
@@ -861,9 +868,12 @@ int run_client(const Opts& o) {
             for (uint32_t s = 0; s < streams; ++s) {
                 lbase[s] = mr.iova(size_t(s) * depth * size);
                 rbase[s] = rep.addr + uint64_t(s) * rep.slots * size;
-                if (o.op == Op::write) wrs[s] = Connection::write_wr(0, mr, 0, o.size, 0, rep.rkey);
-                else if (o.op == Op::read) wrs[s] = Connection::read_wr(0, mr, 0, o.size, 0, rep.rkey);
-                else if (o.op == Op::send) wrs[s] = Connection::send_wr(0, mr, 0, o.size);
+                for (uint32_t i = 0; i < plist; ++i) {
+                    SendWr& w = wrs[size_t(s) * plist + i];
+                    if (o.op == Op::write) w = Connection::write_wr(0, mr, 0, o.size, 0, rep.rkey);
+                    else if (o.op == Op::read) w = Connection::read_wr(0, mr, 0, o.size, 0, rep.rkey);
+                    else if (o.op == Op::send) w = Connection::send_wr(0, mr, 0, o.size);
+                }
             }
             for (;;) {
                 Time now = dev->now();
@@ -875,40 +885,54 @@ int run_client(const Opts& o) {
                 if (more) {
                     for (uint32_t s = 0; s < streams; ++s) {
                         const uint64_t stop = in_time ? quota[s] : (posted[s] + m - 1) / m * m;  // -D: to a signalled one
-                        while (posted[s] - done[s] < depth && posted[s] < stop) {
-                            const uint64_t j = posted[s];
-                            const uint32_t k = uint32_t(j % depth);
-                            const bool timed = lat_sampled(j);
-                            const uint64_t id = data_wr_id(s, timed, k, j);
-                            // One buffer (the default): the cache footprint of one message per stream, as
-                            // perftest's; --slots: depth of them.
-                            const uint64_t laddr = lbase[s] + k * slot_step;
-                            const uint64_t raddr = rbase[s] + k * slot_step;
-                            SendWr& wr = wrs[s];
-                            wr.wr_id = id;
-                            wr.signaled = timed || j % m == m - 1 || j + 1 == quota[s];
-                            wr.local_addr = laddr;
-                            if (op == Op::write) wr.remote_addr = raddr;
-                            else if (op == Op::read) {
-                                if (o.verify) {
-                                    uint8_t* const p = slot_ptr(s, k);
-                                    if (size >= kBigWork) while_progressing(*dev, [&] { std::memset(p, 0, size); });
-                                    else std::memset(p, 0, size);
+                        SendWr* const list = &wrs[size_t(s) * plist];
+                        // Messages are built into the list (nb of them) while the depth and the
+                        // stop allow, and posted when it holds --post-list of them or no more may go.
+                        for (size_t nb = 0;;) {
+                            const bool more_msgs = posted[s] + nb - done[s] < depth && posted[s] + nb < stop;
+                            if (more_msgs) {
+                                const uint64_t j = posted[s] + nb;
+                                const uint32_t k = uint32_t(j % depth);
+                                const bool timed = lat_sampled(j);
+                                const uint64_t id = data_wr_id(s, timed, k, j);
+                                // One buffer (the default): the cache footprint of one message per stream, as
+                                // perftest's; --slots: depth of them.
+                                const uint64_t laddr = lbase[s] + k * slot_step;
+                                const uint64_t raddr = rbase[s] + k * slot_step;
+                                SendWr& wr = list[nb];
+                                wr.wr_id = id;
+                                wr.signaled = timed || j % m == m - 1 || j + 1 == quota[s];
+                                wr.local_addr = laddr;
+                                if (op == Op::write) wr.remote_addr = raddr;
+                                else if (op == Op::read) {
+                                    if (o.verify) {
+                                        uint8_t* const p = slot_ptr(s, k);
+                                        if (size >= kBigWork) while_progressing(*dev, [&] { std::memset(p, 0, size); });
+                                        else std::memset(p, 0, size);
+                                    }
+                                    wr.remote_addr = raddr;
+                                } else if (is_atomic(op)) {
+                                    // Every atomic of a stream targets the stream's first slot at the server.
+                                    const uint64_t word = rbase[s];
+                                    wr = op == Op::fadd ? Connection::fadd_wr(id, mr, laddr, word, rep.rkey, 1)
+                                                          : Connection::cas_wr(id, mr, laddr, word, rep.rkey, j, j + 1);
+                                    fetch_want[size_t(s) * depth + k] = j;
+                                    std::memset(slot_ptr(s, k), 0xA5, 8);  // a result not written must not pass
                                 }
-                                wr.remote_addr = raddr;
-                            } else if (is_atomic(op)) {
-                                // Every atomic of a stream targets the stream's first slot at the server.
-                                const uint64_t word = rbase[s];
-                                wr = op == Op::fadd ? Connection::fadd_wr(id, mr, laddr, word, rep.rkey, 1)
-                                                      : Connection::cas_wr(id, mr, laddr, word, rep.rkey, j, j + 1);
-                                fetch_want[size_t(s) * depth + k] = j;
-                                std::memset(slot_ptr(s, k), 0xA5, 8);  // a result not written must not pass
+                                // Stored before the post: one that finds the queue full is built again, at the same slot.
+                                if (timed) post_time[size_t(s) * depth + k] = now;
+                                ++nb;
                             }
-                            if (!conn.try_post_send(s + 1, wr)) break;
-                            if (timed) post_time[size_t(s) * depth + k] = now;
-                            ++posted[s];
-                            ++total_posted;
-                            active = true;
+                            if (nb != 0 && (nb == plist || !more_msgs)) {
+                                const size_t got = plist == 1 ? size_t(conn.try_post_send(s + 1, list[0]))
+                                                              : conn.try_post_sends(s + 1, list, nb);
+                                posted[s] += got;
+                                total_posted += got;
+                                active |= got != 0;
+                                if (got < nb) break;  // the queue is full: the rest are built again next pass
+                                nb = 0;
+                            }
+                            if (!more_msgs) break;
                         }
                     }
                 }
@@ -974,13 +998,13 @@ int run_client(const Opts& o) {
         const char* vs = o.verify ? (verified ? "ok" : "fail") : "off";
         if (o.json) {
             std::printf("{\"role\": \"client\", \"mode\": \"%s\", \"op\": \"%s\", \"size\": %u, \"streams\": %u, "
-                        "\"depth\": %u, \"cq_mod\": %u, \"one_buffer\": %s, \"paths\": %u, \"max_payload\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
+                        "\"depth\": %u, \"cq_mod\": %u, \"post_list\": %u, \"one_buffer\": %s, \"paths\": %u, \"max_payload\": %u, \"messages\": %" PRIu64 ", \"bytes\": %" PRIu64
                         ", \"seconds\": %.6f, \"goodput_gbps\": %.4f, \"msg_rate\": %.1f, \"lat_samples\": %zu, \"lat_p50_us\": %.3f, "
                         "\"lat_p99_us\": %.3f, \"lat_p999_us\": %.3f, \"verify\": \"%s\", \"mismatches\": %" PRIu64
                         ", \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64 ", \"rnr_drops\": %" PRIu64
                         ", \"inject_loss\": %g, \"inject_ce\": %g, \"cpu_s\": %.4f, \"pipeline\": \"%s\", \"path\": [",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, cq_mod_of(o, depth),
-                        o.one_buffer ? "true" : "false",
+                        o.lat ? 1u : o.post_list, o.one_buffer ? "true" : "false",
                         unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), total_done,
                         total_done * o.size, secs, gbps, rate, lat.size(), p50, p99, p999, vs, mismatches + r.mismatches,
                         cs.retransmits, cs.duplicates, cs.rnr_drops, o.loss, o.ce, cpu_s,
@@ -1017,10 +1041,10 @@ int run_client(const Opts& o) {
                         r.rx_bad_path, r.rx_stale, r.udp_rx_truncated, r.injected_drops, r.injected_ce);
         } else {
             std::printf("---------------------------------------------------------------------------\n");
-            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  cq_mod %u  paths %u  max_payload %u  loss %g  ce %g"
+            std::printf(" mroce-perf %s %s  size %u B  streams %u  depth %u%s  cq_mod %u  post_list %u  paths %u  max_payload %u  loss %g  ce %g"
                         "  pipeline %s\n",
                         o.lat ? "lat" : "bw", op_name(o.op), o.size, streams, depth, o.lat ? "" : o.one_buffer ? " (one buffer)" : " (slots)",
-                        cq_mod_of(o, depth),
+                        cq_mod_of(o, depth), o.lat ? 1u : o.post_list,
                         unsigned(cs.num_paths), unsigned(dev->config().engine.max_payload), o.loss, o.ce,
                         to_string(dev->config().dpdk.pipeline));
             std::printf(" %-10s %-12s %-12s %-10s %-10s %-10s %-8s\n", "messages", "Gbit/s", "msg/s",

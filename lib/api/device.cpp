@@ -757,6 +757,13 @@ bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
     return send_refused(stream_id, s);  // out of line: the error paths' strings cost the post a frame
 }
 
+size_t Connection::try_post_sends(uint32_t stream_id, const SendWr* wrs, size_t n) {
+    size_t posted = 0;
+    const Status s = dev_->submit_sends(id_, stream_id, wrs, n, posted);
+    if (s != Status::ok) [[unlikely]] send_refused(stream_id, s);  // queue_full: posted < n
+    return posted;
+}
+
 [[gnu::noinline, gnu::cold]] bool Connection::send_refused(uint32_t stream_id, Status s) {
     if (s == Status::queue_full) return false;
     if (s == Status::bad_state) {

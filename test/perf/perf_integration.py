@@ -541,14 +541,23 @@ def case_cq_mod():
     """--cq-mod: a completion for 1 message in m of each stream, the stream's last
     always (-n splits the messages evenly over the streams, so each stream's last
     is known at its post), and under -D each stream runs on to a signalled message.
-    Depths and counts here are no multiples of m or of the stream count, with 5%
-    loss both ways: every message must be counted exactly once and land."""
+    --post-list: up to N messages of a stream in one call; a list the send queue
+    cannot take whole is posted in part and its rest built again. Depths, lists
+    and counts here are no multiples of m or of the stream count, with 5% loss
+    both ways: every message must be counted exactly once and land."""
     inj = ["--inject-loss", "0.05"]
-    # 1,000 WRITEs over 3 streams (334 / 333 / 333), depth 7, m = min(3, 7 // 2) = 3.
-    cj, sj = run_pair(["-s", "1000", "-n", "1000", "--streams", "3", "-t", "7", "--cq-mod", "3", "--verify",
-                       *inj, "--seed", "21"], [*inj, "--seed", "22"])
-    if cj["verify"] != "ok" or sj["verify"] != "ok" or cj["messages"] != 1000 or cj["cq_mod"] != 3:
-        fail(f"-n run: verify {cj['verify']} / {sj['verify']}, messages {cj['messages']}, cq_mod {cj['cq_mod']}")
+    # 1,000 WRITEs over 3 streams (334 / 333 / 333), depth 7, m = min(3, 7 // 2) = 3, lists of 5,
+    # into send queues of 5 WRs (engine stream_depth): lists cut by the depth and by a full queue.
+    path = f"/tmp/mroce-perf-cqmod-{os.getpid()}.conf"
+    with open(path, "w") as f:
+        f.write("[engine]\nstream_depth = 5\n")
+    cj, sj = run_pair(["-s", "1000", "-n", "1000", "--streams", "3", "-t", "7", "--cq-mod", "3", "--post-list", "5",
+                       "--verify", "--config", path, *inj, "--seed", "21"], ["--config", path, *inj, "--seed", "22"])
+    os.unlink(path)
+    if cj["verify"] != "ok" or sj["verify"] != "ok" or cj["messages"] != 1000 or cj["cq_mod"] != 3 \
+            or cj["post_list"] != 5:
+        fail(f"-n run: verify {cj['verify']} / {sj['verify']}, messages {cj['messages']}, cq_mod {cj['cq_mod']}, "
+             f"post_list {cj['post_list']}")
     check_injected(cj, sj, 0.05)
     # SEND: the server counts what it received, the client what completed (depth 9: m = min(100, 4) = 4).
     cj, sj = run_pair(["--op", "send", "-s", "200", "-n", "997", "--streams", "2", "-t", "9", *inj, "--seed", "23"],
@@ -556,15 +565,17 @@ def case_cq_mod():
     if cj["messages"] != 997 or sj["received"] != 997 or cj["cq_mod"] != 4:
         fail(f"send: client {cj['messages']} server {sj['received']} of 997, cq_mod {cj['cq_mod']}")
     # -D: 4 streams, depth 11, m = 5; the run must end (each stream's last message signalled).
-    cj, sj = run_pair(["-s", "64", "-D", "0.5", "--streams", "4", "-t", "11", "--cq-mod", "5", *inj, "--seed", "25"],
+    cj, sj = run_pair(["-s", "64", "-D", "0.5", "--streams", "4", "-t", "11", "--cq-mod", "5", "--post-list", "4",
+                       *inj, "--seed", "25"],
                       [*inj, "--seed", "26"], timeout=30)
     if cj["messages"] < 4 or cj["cq_mod"] != 5 or cj["lat_samples"] < 4:
         fail(f"-D run: messages {cj['messages']}, cq_mod {cj['cq_mod']}, lat_samples {cj['lat_samples']}")
     # Checked on completion, so every message asks for one.
-    cj, _ = run_pair(["--op", "fadd", "-n", "300", "--cq-mod", "8"])
+    cj, _ = run_pair(["--op", "fadd", "-n", "300", "--cq-mod", "8", "--post-list", "8"])
     if cj["cq_mod"] != 1 or cj["mismatches"] != 0 or cj["messages"] != 300:
         fail(f"fadd: cq_mod {cj['cq_mod']} mismatches {cj['mismatches']} messages {cj['messages']}")
-    print(f"PASS cq-mod: -n exact over 3 streams (depth 7, m 3) and SEND (m 4) at 5% loss; -D ended; fadd m 1")
+    print(f"PASS cq-mod, post-list: -n exact over 3 streams (depth 7, m 3, lists of 5 into queues of 5) and SEND "
+          f"(m 4) at 5% loss; -D ended (lists of 4); fadd m 1 (lists of 8), each executed once")
 
 
 if CASE[0] == "verify":

@@ -405,6 +405,10 @@ public:
     // false: the stream's queue is full (poll completions, retry). Other failures throw.
     bool try_post_send(uint32_t stream_id, const SendWr& wr);
     bool try_post_recv(uint32_t stream_id, const RecvWr& wr);
+    // A list in one call, in order (verbs' chained WRs, perftest's --post_list):
+    // how many were posted; fewer than n: the queue filled (poll completions,
+    // post the rest). Other failures throw, the WRs before the failed one posted.
+    size_t try_post_sends(uint32_t stream_id, const SendWr* wrs, size_t n);
     // Same, but a full queue throws Error too.
     void post_send(uint32_t stream_id, const SendWr& wr);
     void post_recv(uint32_t stream_id, const RecvWr& wr);
