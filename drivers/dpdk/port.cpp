@@ -741,6 +741,22 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     const FrameMatch match = rq.match;
     size_t k = 0, nd = 0;
     uint64_t ce_count = 0, bytes = 0;
+    // A datagram of dlen bytes in one span (data2 null) or two, handed over in out[k].
+    const auto hand_over = [&](rte_mbuf* m, uint32_t peer, uint8_t tos, const uint8_t* data, uint32_t len1,
+                               const uint8_t* data2, uint32_t dlen) {
+        const uint8_t ce = (tos & kEctMask) == kCe;
+        RxPacket& r = out[k];
+        r.data = data;
+        r.len = len1;
+        r.data2 = data2;
+        r.len2 = dlen - len1;
+        r.peer = peer;
+        r.local_path = queue;
+        r.ce = ce;
+        ce_count += ce;
+        bytes += dlen;
+        rq.keep[k++] = m;
+    };
     for (uint16_t i = 0; i < nb; ++i) {
         rte_mbuf* m = rq.rx[i];
         const uint32_t plen = m->pkt_len;
@@ -773,18 +789,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
                     const uint32_t dlen = ulen - uint32_t(kUdp);
                     if (m->data_len >= kL2L4 + dlen) [[likely]] {
                         // The whole datagram in this segment: handed over here.
-                        const uint8_t ce = (f[kEth + 1] & kEctMask) == kCe;
-                        RxPacket& r = out[k];
-                        r.data = f + kL2L4;
-                        r.len = dlen;
-                        r.data2 = nullptr;
-                        r.len2 = 0;
-                        r.peer = h.peer;
-                        r.local_path = queue;
-                        r.ce = ce;
-                        ce_count += ce;
-                        bytes += dlen;
-                        rq.keep[k++] = m;
+                        hand_over(m, h.peer, f[kEth + 1], f + kL2L4, dlen, nullptr, dlen);
                         continue;
                     }
                     h.ihl = kIp;
@@ -826,18 +831,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
             ++st.rx_too_big;
         }
         if (data) {
-            const uint8_t ce = (h.tos & kEctMask) == kCe;
-            RxPacket& r = out[k];
-            r.data = data;
-            r.len = len1;
-            r.data2 = data2;
-            r.len2 = dlen - len1;
-            r.peer = h.peer;
-            r.local_path = queue;
-            r.ce = ce;
-            ce_count += ce;
-            bytes += dlen;
-            rq.keep[k++] = m;
+            hand_over(m, h.peer, h.tos, data, len1, data2, dlen);
             continue;
         }
         rq.drop[nd++] = m;
