@@ -67,9 +67,12 @@ struct TxPath {
     Time last_heard = 0;         // R-TIMER-9: the last ACK that acknowledged anything of the path
     uint32_t reo_mult = 1;       // R-TIMER-9: doubles (to 8) when a packet declared lost arrives after all
     // R-TIMER-8: a tail-loss probe was sent while snd_una was tlp_una; the
-    // next one waits until an ACK moves snd_una.
+    // next one waits until an ACK moves snd_una. The latest probe left at
+    // tlp_at, which R-TIMER-9's silence also counts from: a probe in flight
+    // is the path's own question, its answer not yet due.
     bool tlp_sent = false;
     uint32_t tlp_una = 0;
+    Time tlp_at = 0;
     // R-TIMER-7: while a timeout is pending, [rto_psn, rto_end) are the PSNs
     // it declared lost that no ACK has yet shown received; the advertised
     // floor stays at rto_psn, so a late ACK's cum_psn is a receipt. Such an

@@ -940,6 +940,7 @@ bool Engine::Impl::emit_data(Conn& c, TxPacket& o, Time now) {
             c.set_score(pr.path, kNoPath);
         }
         ++p.st.tail_probes;
+        p.tlp_at = now;  // R-TIMER-9 waits for its answer
         if (c.red) c.red_retx.push(t.csn);  // R-TIMER-10: the probe's copy on another path next
         return true;
     }
@@ -1384,7 +1385,9 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             if (cfg.path_silence && own_rtt(p)) {  // R-TIMER-9
                 // Silent since its oldest packet left or it was last heard, whichever
                 // is later: a path whose ACKs keep coming, late behind a queue, is not.
-                const Time quiet = std::max(oldest.sent, p.last_heard) + silence_delay(p, cfg);
+                // And not before its latest tail-loss probe (R-TIMER-8) could be answered: a
+                // lone packet's lost ACK and its probe's lost ACK are not a dead route.
+                const Time quiet = std::max(std::max(oldest.sent, p.last_heard), p.tlp_at) + silence_delay(p, cfg);
                 if (quiet < oldest.sent + rto) {
                     if (now < quiet) {
                         next = std::min(next, quiet);
