@@ -66,11 +66,11 @@ struct TxPath {
     uint32_t silent_rounds = 0;  // R-TIMER-9: consecutive silences with no ACK of the path between
     Time last_heard = 0;         // R-TIMER-9: the last ACK that acknowledged anything of the path
     uint32_t reo_mult = 1;       // R-TIMER-9: doubles (to 8) when a packet declared lost arrives after all
-    // R-TIMER-8: a tail-loss probe was sent while snd_una was tlp_una; the
-    // next one waits until an ACK moves snd_una. The latest probe left at
-    // tlp_at, which R-TIMER-9's silence also counts from: a probe in flight
-    // is the path's own question, its answer not yet due.
-    bool tlp_sent = false;
+    // R-TIMER-8: tlp_count tail-loss probes were sent while snd_una was
+    // tlp_una; an ACK that moves snd_una starts the count again. The latest
+    // left at tlp_at, which R-TIMER-9's silence also counts from: a probe in
+    // flight is the path's own question, its answer not yet due.
+    uint8_t tlp_count = 0;
     uint32_t tlp_una = 0;
     Time tlp_at = 0;
     // R-TIMER-7: while a timeout is pending, [rto_psn, rto_end) are the PSNs

@@ -1408,10 +1408,17 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
             // R-TIMER-8: no ACK for two smoothed RTTs (plus the receiver's ack
             // delay) after the newest packet: send that packet once more on
             // this path, so that a lost ACK or a lost last packet costs one
-            // RTT, not an RTO.
-            if (own_rtt(p) && (!p.tlp_sent || p.tlp_una != p.snd_una) && now < oldest.sent + rto) {
+            // RTT, not an RTO. One probe per snd_una, but a lone packet (the
+            // path's flight is it and its probe) is probed once more, one srtt
+            // later still: it has no later packet whose ACK could cover it.
+            // Not on a path that timed out since its last ACK of new data
+            // (R-TIMER-3's backoff governs a path in trouble).
+            if (p.tlp_una != p.snd_una) p.tlp_count = 0;
+            const uint32_t probes =
+                p.snd_nxt - p.snd_una == 2 && p.tlp_count == 1 && p.consecutive_timeouts == 0 ? 2 : 1;
+            if (own_rtt(p) && p.tlp_count < probes && now < oldest.sent + rto) {
                 const PathTxSlot& newest = p.ring[(p.snd_nxt - 1) & (kPathRing - 1)];
-                const Time pto = newest.sent + 2 * p.srtt + cfg.ack_delay;
+                const Time pto = newest.sent + (2 + Time(p.tlp_count)) * p.srtt + cfg.ack_delay;
                 if (newest.state == TxSlotState::inflight && pto < oldest.sent + rto) {
                     if (now >= pto && c->red && resolved_tail(*c, p)) [[unlikely]] {
                         // R-TIMER-10: its tail was packets of CSNs delivered elsewhere;
@@ -1419,7 +1426,7 @@ Time Engine::Impl::conn_timers(Conn& conn, Time now) {
                         if (p.snd_una != p.snd_nxt) next = std::min(next, now);
                     } else if (now >= pto) {
                         c->tlp.push(Conn::TailProbe{newest.csn, pi});
-                        p.tlp_sent = true;
+                        ++p.tlp_count;
                         p.tlp_una = p.snd_una;
                     } else {
                         next = std::min(next, pto);
