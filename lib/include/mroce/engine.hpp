@@ -414,6 +414,10 @@ public:
     // which the old one's late packets cannot reach).
     Status destroy_stream(uint32_t conn, uint32_t stream_id);
     Status post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr);
+    // wrs[0, n) in order, as post_send each, stopping at the first one refused:
+    // its Status (ok: all were posted) and in `posted` how many were. A verbs
+    // WR list: the connection and stream are looked up once for the list.
+    Status post_sends(uint32_t conn, uint32_t stream_id, const SendWr* wrs, size_t n, size_t& posted);
     Status post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr);
     size_t poll_events(ConnEvent* out, size_t max);
 
