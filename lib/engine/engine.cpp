@@ -85,7 +85,7 @@ Engine::Impl::~Impl() {
     for (Conn* c : conns) delete c;
 }
 
-Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
+Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)), notified_(&impl_->notified) {
     EngineConfig& c = impl_->cfg;
     // R-PLANE-1: at most kMaxPlanes; two or more are announced in a plane block.
     c.num_planes = uint8_t(std::min<size_t>(c.num_planes, wire::kMaxPlanes));
@@ -218,7 +218,6 @@ Status Engine::req_notify_cq(uint32_t cq, bool solicited_only) {
     return Status::ok;
 }
 
-bool Engine::cq_events_pending() const noexcept { return !impl_->notified.empty(); }
 bool Engine::events_pending() const noexcept { return !impl_->events.empty(); }
 
 size_t Engine::take_cq_events(CqEvent* out, size_t max) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "mroce/cc.hpp"
 #include "mroce/packet_io.hpp"
@@ -370,8 +371,9 @@ public:
     // the drive loop takes them after every pass and signals the CQs'
     // completion channels. The engine itself writes no file descriptor.
     size_t take_cq_events(CqEvent* out, size_t max);
-    // Whether take_cq_events has anything: the API asks after every post.
-    bool cq_events_pending() const noexcept;
+    // Whether take_cq_events has anything: the API asks after every post
+    // (inline: out of line it was a call per post, doc/performance.md 7.3, round 32).
+    bool cq_events_pending() const noexcept { return !notified_->empty(); }
     // Whether poll_events has anything: the API asks before every transmit.
     bool events_pending() const noexcept;
 
@@ -485,6 +487,7 @@ public:
     struct Impl;
 private:
     std::unique_ptr<Impl> impl_;
+    const std::vector<uint32_t>* notified_;  // impl_'s list of CQs with events (R-NOTIFY-2)
 };
 
 }  // namespace mroce
