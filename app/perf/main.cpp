@@ -888,20 +888,29 @@ int run_client(const Opts& o) {
                         SendWr* const list = &wrs[size_t(s) * plist];
                         // Messages are built into the list (nb of them) while the depth and the
                         // stop allow, and posted when it holds --post-list of them or no more may go.
+                        // Per message the loop keeps counters, not divisions: `avail` messages may
+                        // go (depth and stop), message nb is at slot k, and `sig` is the list
+                        // index of the next message j with j % m == m - 1 (signalled; recomputed
+                        // per stream and pass, and moved on as messages are posted).
+                        uint64_t avail = std::min<uint64_t>(depth - (posted[s] - done[s]), stop - posted[s]);
+                        uint64_t last = quota[s] - posted[s] - 1;  // list index of the stream's last message
+                        uint64_t sig = m - 1 - posted[s] % m;
+                        uint32_t k = uint32_t(posted[s] % depth);
+                        const uint64_t lb = lbase[s], rb = rbase[s];  // locals: the post call would make them reloads
                         for (size_t nb = 0;;) {
-                            const bool more_msgs = posted[s] + nb - done[s] < depth && posted[s] + nb < stop;
+                            const bool more_msgs = nb < avail;
                             if (more_msgs) {
                                 const uint64_t j = posted[s] + nb;
-                                const uint32_t k = uint32_t(j % depth);
                                 const bool timed = lat_sampled(j);
                                 const uint64_t id = data_wr_id(s, timed, k, j);
                                 // One buffer (the default): the cache footprint of one message per stream, as
                                 // perftest's; --slots: depth of them.
-                                const uint64_t laddr = lbase[s] + k * slot_step;
-                                const uint64_t raddr = rbase[s] + k * slot_step;
+                                const uint64_t laddr = lb + k * slot_step;
+                                const uint64_t raddr = rb + k * slot_step;
                                 SendWr& wr = list[nb];
                                 wr.wr_id = id;
-                                wr.signaled = timed || j % m == m - 1 || j + 1 == quota[s];
+                                wr.signaled = timed || nb == sig || nb == last;
+                                if (nb == sig) sig += m;
                                 wr.local_addr = laddr;
                                 if (op == Op::write) wr.remote_addr = raddr;
                                 else if (op == Op::read) {
@@ -922,6 +931,7 @@ int run_client(const Opts& o) {
                                 // Stored before the post: one that finds the queue full is built again, at the same slot.
                                 if (timed) post_time[size_t(s) * depth + k] = now;
                                 ++nb;
+                                if (++k == depth) k = 0;
                             }
                             if (nb != 0 && (nb == plist || !more_msgs)) {
                                 const size_t got = plist == 1 ? size_t(conn.try_post_send(s + 1, list[0]))
@@ -930,6 +940,9 @@ int run_client(const Opts& o) {
                                 total_posted += got;
                                 active |= got != 0;
                                 if (got < nb) break;  // the queue is full: the rest are built again next pass
+                                avail -= nb;  // indices are relative to posted[s] again
+                                sig -= nb;
+                                last -= nb;
                                 nb = 0;
                             }
                             if (!more_msgs) break;

@@ -494,40 +494,58 @@ bool Device::try_post_srq_recv(uint32_t srq, const RecvWr& wr) {
 }
 
 // The one place the engine's post calls are made for the API (a template
-// over the engine call, so sends, receives and SRQ receives share the
-// locking, the notification and the wake-up).
+// over the engine call, post(wrs, n, posted) -> Status, so sends, receives
+// and SRQ receives share the locking, the notification and the wake-up).
+// Under manual progress (no engine thread) it is inline in each caller: no
+// lock, and no wake-up, since only the engine thread ever sleeps with
+// sleeping_ set (doc/performance.md 7.3, round 32).
 template <class Wr, class Post>
 Status Device::submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept {
-    Status s = Status::ok;
-    size_t k = 0;  // a local: the loop does not store through posted per entry
-    const auto post_all = [&] {
-        while (k < n && (s = post(wrs[k])) == Status::ok) ++k;
-        deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
-    };
-    if (!thr_.joinable()) {
-        post_all();  // manual progress: no engine thread, no lock
-    } else {
+    if (thr_.joinable()) [[unlikely]] return submit_locked(wrs, n, posted, wake, post);
+    const Status s = post(wrs, n, posted);
+    deliver_cq_events_locked();  // a completion at post (an error, a flush) may notify
+    return s;
+}
+
+template <class Wr, class Post>
+Status Device::submit_locked(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept {
+    Status s;
+    {
         std::lock_guard<std::mutex> g(mu_);
-        post_all();
+        s = post(wrs, n, posted);
+        deliver_cq_events_locked();
         // A caller that drives the loop and posts between its polls is still driving.
         const Time now = tr_->now();
         returned_locked(now);
         if (now < driven_until_.load(std::memory_order_relaxed))
             driven_until_.store(now + Time(cfg_.drive_handoff_us) * 1000, std::memory_order_relaxed);
     }
-    posted = k;
-    if (wake && k) kick();
+    if (wake && posted) kick();
     return s;
 }
 
+// submit's post from an engine call of one WR: in order, to the first refused.
+template <class Post1>
+static auto one_by_one(Post1 post1) {
+    return [post1](const auto* wrs, size_t n, size_t& posted) {
+        Status s = Status::ok;
+        size_t k = 0;  // a local: the loop does not store through posted per entry
+        while (k < n && (s = post1(wrs[k])) == Status::ok) ++k;
+        posted = k;
+        return s;
+    };
+}
+
 Status Device::submit_sends(uint32_t conn, uint32_t stream, const SendWr* wrs, size_t n, size_t& posted) noexcept {
-    return submit(wrs, n, posted, true, [&](const SendWr& w) { return eng_.post_send(conn, stream, w); });
+    return submit(wrs, n, posted, true, [this, conn, stream](const SendWr* w, size_t m, size_t& k) {
+        return eng_.post_sends(conn, stream, w, m, k);
+    });
 }
 Status Device::submit_recvs(uint32_t conn, uint32_t stream, const RecvWr* wrs, size_t n, size_t& posted) noexcept {
-    return submit(wrs, n, posted, false, [&](const RecvWr& w) { return eng_.post_recv(conn, stream, w); });
+    return submit(wrs, n, posted, false, one_by_one([&](const RecvWr& w) { return eng_.post_recv(conn, stream, w); }));
 }
 Status Device::submit_srq_recvs(uint32_t srq, const RecvWr* wrs, size_t n, size_t& posted) noexcept {
-    return submit(wrs, n, posted, false, [&](const RecvWr& w) { return eng_.post_srq_recv(srq, w); });
+    return submit(wrs, n, posted, false, one_by_one([&](const RecvWr& w) { return eng_.post_srq_recv(srq, w); }));
 }
 
 void Device::post_srq_recv(uint32_t srq, const RecvWr& wr) {
@@ -750,16 +768,24 @@ void Connection::set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic) {
     dev_->kick();
 }
 
+// Both call submit itself, not submit_sends: its manual-progress path is
+// then inline here, without submit_sends' frame (round 32).
 bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
     size_t posted = 0;
-    const Status s = dev_->submit_sends(id_, stream_id, &wr, 1, posted);
+    Device& d = *dev_;
+    const Status s = d.submit(&wr, 1, posted, true, one_by_one([&d, id = id_, stream_id](const SendWr& w) {
+        return d.eng_.post_send(id, stream_id, w);
+    }));
     if (s == Status::ok) [[likely]] return true;
     return send_refused(stream_id, s);  // out of line: the error paths' strings cost the post a frame
 }
 
 size_t Connection::try_post_sends(uint32_t stream_id, const SendWr* wrs, size_t n) {
     size_t posted = 0;
-    const Status s = dev_->submit_sends(id_, stream_id, wrs, n, posted);
+    Device& d = *dev_;
+    const Status s = d.submit(wrs, n, posted, true, [&d, id = id_, stream_id](const SendWr* w, size_t m, size_t& k) {
+        return d.eng_.post_sends(id, stream_id, w, m, k);
+    });
     if (s != Status::ok) [[unlikely]] send_refused(stream_id, s);  // queue_full: posted < n
     return posted;
 }

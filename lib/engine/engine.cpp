@@ -85,7 +85,7 @@ Engine::Impl::~Impl() {
     for (Conn* c : conns) delete c;
 }
 
-Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {
+Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)), notified_(&impl_->notified) {
     EngineConfig& c = impl_->cfg;
     // R-PLANE-1: at most kMaxPlanes; two or more are announced in a plane block.
     c.num_planes = uint8_t(std::min<size_t>(c.num_planes, wire::kMaxPlanes));
@@ -218,7 +218,6 @@ Status Engine::req_notify_cq(uint32_t cq, bool solicited_only) {
     return Status::ok;
 }
 
-bool Engine::cq_events_pending() const noexcept { return !impl_->notified.empty(); }
 bool Engine::events_pending() const noexcept { return !impl_->events.empty(); }
 
 size_t Engine::take_cq_events(CqEvent* out, size_t max) {
@@ -964,6 +963,36 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
         }
     }
     return post_send_full(I, c, stream_id, wr);
+}
+
+// post_send's common case for each WR of a list while it holds (the
+// connection and stream, which no such post changes, tested once per run of
+// them); a WR that is not that case, or that finds the connection asleep or
+// another stream named last (the first post of a pass, often), through
+// post_send, and the run goes on after it.
+Status Engine::post_sends(uint32_t conn, uint32_t stream_id, const SendWr* wrs, size_t n, size_t& posted) {
+    Impl& I = *impl_;
+    size_t k = 0;
+    Status st = Status::ok;
+    while (k < n) {
+        Conn* c = I.conn(conn);
+        if (c && c->awake() && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
+            const uint32_t sidx = c->last_stream_idx;
+            Stream& s = c->streams[sidx];
+            if (!s.sq.empty()) [[likely]] {
+                for (; k < n && s.sq_tail - s.sq_head < s.sq_depth; ++k) {
+                    const Engine::Impl::Posted p = I.post_one_buffer(*c, s, sidx, wrs[k]);
+                    if (p == Engine::Impl::Posted::no) break;
+                    if (p == Engine::Impl::Posted::waits) I.schedule_sq(*c, s);
+                }
+                if (k == n) break;
+            }
+        }
+        if ((st = post_send(conn, stream_id, wrs[k])) != Status::ok) break;
+        ++k;
+    }
+    posted = k;
+    return st;
 }
 
 static bool needs_response(wire::Opcode op) { return op == wire::Opcode::read_req || wire::is_atomic_req(op); }

@@ -608,7 +608,9 @@ private:
     void engine_thread();
     void kick() noexcept;
     template <class Wr, class Post>
-    Status submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept;
+    [[gnu::always_inline]] inline Status submit(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept;
+    template <class Wr, class Post>
+    [[gnu::noinline]] Status submit_locked(const Wr* wrs, size_t n, size_t& posted, bool wake, Post post) noexcept;
     [[noreturn]] void fail(const char* what, Status s) const;
     std::string failure_cause(uint32_t conn, uint32_t peer, uint64_t net_errors_before) const;
 

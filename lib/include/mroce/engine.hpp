@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "mroce/cc.hpp"
 #include "mroce/packet_io.hpp"
@@ -370,8 +371,9 @@ public:
     // the drive loop takes them after every pass and signals the CQs'
     // completion channels. The engine itself writes no file descriptor.
     size_t take_cq_events(CqEvent* out, size_t max);
-    // Whether take_cq_events has anything: the API asks after every post.
-    bool cq_events_pending() const noexcept;
+    // Whether take_cq_events has anything: the API asks after every post
+    // (inline: out of line it was a call per post, doc/performance.md 7.3, round 32).
+    bool cq_events_pending() const noexcept { return !notified_->empty(); }
     // Whether poll_events has anything: the API asks before every transmit.
     bool events_pending() const noexcept;
 
@@ -414,6 +416,10 @@ public:
     // which the old one's late packets cannot reach).
     Status destroy_stream(uint32_t conn, uint32_t stream_id);
     Status post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr);
+    // wrs[0, n) in order, as post_send each, stopping at the first one refused:
+    // its Status (ok: all were posted) and in `posted` how many were. A verbs
+    // WR list: the connection and stream are looked up once for the list.
+    Status post_sends(uint32_t conn, uint32_t stream_id, const SendWr* wrs, size_t n, size_t& posted);
     Status post_recv(uint32_t conn, uint32_t stream_id, const RecvWr& wr);
     size_t poll_events(ConnEvent* out, size_t max);
 
@@ -481,6 +487,7 @@ public:
     struct Impl;
 private:
     std::unique_ptr<Impl> impl_;
+    const std::vector<uint32_t>* notified_;  // impl_'s list of CQs with events (R-NOTIFY-2)
 };
 
 }  // namespace mroce
