@@ -14,6 +14,7 @@
 # round. Stage lcores: with 6 or more allowed CPUs each lcore gets one of its
 # own; with fewer, each process's stages run on the CPU of the other
 # process's engine (its own engine keeps its CPU).
+# ENGINE_EXTRA: a line added to both ends' [engine] section (e.g. "ack_delay_us = 0").
 set -eu
 B=${1:-build}
 S=${2:-2}
@@ -46,6 +47,7 @@ conf() {  # role ip mac peer_ip peer_mac pipeline
     cat <<EOC
 [engine]
 max_payload = 4096
+${ENGINE_EXTRA:-}
 [device memif]
 driver = dpdk
 address = $2

@@ -18,6 +18,8 @@
 # per end by part, both side by side; the clock reads per round trip (the
 # bare loop reads it once per poll, so they count its polls), mroce's passes,
 # packets, tail-loss probes (R-TIMER-8) and duplicates per round trip.
+# ENGINE_EXTRA: a line added to both ends' [engine] section (e.g.
+# "ack_delay_us = 0"), to compare settings in one build.
 #   scripts/bench-memif-instr.sh [BUILD_DIR] [N1] [N2] [-- more mroce-perf client args]
 set -eu
 B=${1:-build}
@@ -40,6 +42,7 @@ max_payload = 4096
 min_rto_us = 2000000
 initial_rto_us = 2000000
 max_rto_us = 4000000
+${ENGINE_EXTRA:-}
 [device memif]
 driver = dpdk
 address = $2
