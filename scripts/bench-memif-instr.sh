@@ -19,10 +19,18 @@
 # bare loop reads it once per poll, so they count its polls), mroce's passes,
 # packets, tail-loss probes (R-TIMER-8) and duplicates per round trip.
 # ENGINE_EXTRA: a line added to both ends' [engine] section (e.g.
-# "ack_delay_us = 0"), to compare settings in one build.
+# "ack_delay_us = 0"), to compare settings in one build. LAT=1 defaults it to
+# "ack_delay_us = 1000000" (ENGINE_EXTRA= sets none): under callgrind the
+# native end's tail-loss probes, due newest.sent + 2 srtt + ack_delay
+# (R-TIMER-8), fired 0.2-0.9 times per round trip (the profiled end is 50x
+# slower), and they move the counts as much as a change does; a second of
+# ack_delay puts them out of reach and changes nothing else in a ping-pong,
+# whose every packet ends its message and is acknowledged at once (R-ACK-1;
+# doc/performance.md 7.3, round 33: 0 probes, 2.000 packets per end).
 #   scripts/bench-memif-instr.sh [BUILD_DIR] [N1] [N2] [-- more mroce-perf client args]
 set -eu
 B=${1:-build}
+[ "${LAT:-0}" = 0 ] || ENGINE_EXTRA=${ENGINE_EXTRA-ack_delay_us = 1000000}
 N1=${2:-20000}
 N2=${3:-70000}
 [ $# -ge 3 ] && shift 3 || shift $#

@@ -85,7 +85,7 @@ Engine::Impl::~Impl() {
     for (Conn* c : conns) delete c;
 }
 
-Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)), notified_(&impl_->notified) {
+Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)), notified_(&impl_->notified), rx_may_send_(&impl_->rx_may_send) {
     EngineConfig& c = impl_->cfg;
     // R-PLANE-1: at most kMaxPlanes; two or more are announced in a plane block.
     c.num_planes = uint8_t(std::min<size_t>(c.num_planes, wire::kMaxPlanes));

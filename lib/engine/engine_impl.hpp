@@ -668,6 +668,9 @@ struct Engine::Impl {
     FairShare fair;
     Time next_timer = 0;
     Time last_now = 0;
+    // Received datagrams that may have made something other than a data ACK
+    // sendable: all but a whole WRITE placed at once (Engine::rx_may_send).
+    uint64_t rx_may_send = 0;
     // R-CONN-15: keepalives are looked for by one sweep over the
     // connections every keepalive_interval / 4, so idle connections stay off
     // the timed list. kNever while no connection is ESTABLISHED.

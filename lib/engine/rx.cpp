@@ -46,6 +46,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         wire::detail::get16(p) == (wire::kVersion << 8 | uint8_t(PacketType::data))) [[likely]] {  // version, type
         if (p[24] == uint8_t(Opcode::write) && rx_whole_write(p, rp.len, rp.ce, now)) [[likely]]
             return;
+        ++rx_may_send;
         cur_rx = &rp;  // read by the general steps only (deferred placement, connection set-up)
         // Read again, not held from before rx_whole_write: fewer values kept
         // in saved registers across the fast path.
@@ -62,6 +63,7 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         pk.payload = {p + wire::kDataLen, pk.data.payload_len};
         pk.payload_tail = {};
     } else {
+        ++rx_may_send;
         cur_rx = &rp;
         if (!rx_other(rp, now)) return;
         dst = pk.common.dst_conn;  // a data packet in two spans, decoded whole
@@ -164,6 +166,7 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     // writes application memory only), so that in the common case nothing of
     // this packet is kept across the call.
     if (s.rx_held) [[unlikely]] {
+        ++rx_may_send;  // a READ or atomic waiting for it may answer now
         if (plen) std::memcpy(to, p + wire::kDataLen, plen);  // R-DATA-2
         if (s.rx[s.rx_next & s.rx_mask].active)  // later messages waiting for it
             advance_rx(c, s, uint32_t(sp - c.streams.data()));  // the index worked out here, not kept

@@ -102,6 +102,18 @@ struct ScriptEngine {
 };
 static_assert(PacketEngine<ScriptEngine> && PlacingEngine<ScriptEngine> && CcOffloadingEngine<ScriptEngine>);
 
+// An engine that counts the datagrams that may make more than a data ACK
+// sendable (Engine::rx_may_send): here those of length 100 and up.
+struct MaySendEngine : ScriptEngine {
+    uint64_t may = 0;
+    void rx_burst(const RxPacket* p, size_t n, Time t) {
+        for (size_t i = 0; i < n; ++i) may += p[i].len >= 100;
+        ScriptEngine::rx_burst(p, n, t);
+    }
+    uint64_t rx_may_send() const { return may; }
+};
+static_assert(PacketEngine<MaySendEngine>);
+
 // Hands out `arrivals` (datagram lengths) in bursts; refuses the packets whose
 // ids are in `refuse` (each once per listing); records what it sent.
 struct ScriptPort {
@@ -410,6 +422,33 @@ TEST_CASE("drive loop: before_rx transmits, receives, and transmits again only a
     CHECK(w.log == Log{"events", "tx 1", "send 1/1", "recv 0"});
 }
 
+TEST_CASE("drive loop: before_rx makes no transmit after a receive of whole WRITEs alone (rx_may_send did not move), "
+          "and one after a receive that may have made more than a data ACK sendable",
+          "[loop]") {
+    World w;
+    MaySendEngine eng{{w.log}};
+    struct Hooks {
+        Log& log;
+        size_t received(RxPacket*, size_t n) { return n; }
+        void before_tx(Time) { log.push_back("events"); }
+    } hooks{w.log};
+    DriveLoop<ScriptPort, MaySendEngine> loop(w.port<ScriptPort>(), eng, {}, Bursts{5, 5});
+    loop.set_tx_order(TxOrder::before_rx);
+    w.arrivals = {8, 8};   // a ping-pong's arrival: straight to the owner
+    CHECK(loop.step(1, hooks) == 2);
+    CHECK(w.log == Log{"events", "tx 0", "recv 2", "rx 2"});
+    // Its ACKs were held all the same: the answer alone, then the ACKs.
+    w.log.clear();
+    eng.tx_queue.push_back(0);
+    CHECK(loop.step(2, hooks) == 1);
+    CHECK(w.log == Log{"events", "tx 1", "send 1/1", "tx 0", "recv 0"});
+    // An ACK or control packet among the arrivals: transmitted after it.
+    w.log.clear();
+    w.arrivals = {8, 120};
+    CHECK(loop.step(3, hooks) == 2);
+    CHECK(w.log == Log{"events", "tx 0", "recv 2", "rx 2", "events", "tx 0"});
+}
+
 TEST_CASE("drive loop pipeline: copies leave with their kept buffers, their tokens come back before the next receive",
           "[loop][pipeline]") {
     World w;
@@ -457,7 +496,7 @@ TEST_CASE("drive loop pipeline: the CC stage is exchanged before a pass (views f
     CHECK(loop.next_deadline(5) == UINT64_MAX);   // no deadline of its own: the engine's
 }
 
-TEST_CASE("drive loop: run() passes the app's activity and the engine's deadline to the port's wait policy", "[loop]") {
+TEST_CASE("drive loop: run() passes the app's activity to the port's wait policy, and after a pass without work the engine's deadline", "[loop]") {
     World w;
     struct WaitPort : ScriptPort {
         Time* clock;
@@ -478,6 +517,8 @@ TEST_CASE("drive loop: run() passes the app's activity and the engine's deadline
     int passes = 0;
     w.arrive(1);
     loop.run([&](Time) { return passes == 2; }, [&] { return ++passes > 3; });
-    // Pass 1 moved a packet, pass 2 the app did something, pass 3 nothing happened.
-    CHECK(waits == std::vector<std::string>{"1 2 1000", "1 4 1000", "0 6 1000"});
+    // Pass 1 moved a packet, pass 2 the app did something, pass 3 nothing
+    // happened. After work the loop runs again at once: the deadline is now,
+    // the engine's not worked out (round 33); after none, the engine's.
+    CHECK(waits == std::vector<std::string>{"1 2 2", "1 4 4", "0 6 1000"});
 }

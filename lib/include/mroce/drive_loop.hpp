@@ -128,7 +128,9 @@ struct Bursts {
 //  - after_rx: receive, then transmit: what arrived is acknowledged in the
 //    same pass (the loop alone, with no owner answering in between: DPDK
 //    lcores, the simulator);
-//  - before_rx: transmit, receive, then, if anything arrived, transmit all
+//  - before_rx: transmit, receive, then, if anything arrived that may make
+//    more than a data ACK sendable (Engine::rx_may_send: all but whole
+//    WRITEs placed at once; an engine without it: anything), transmit all
 //    but data ACKs (control answers such as a CONNECT_ACK, data a received
 //    ACK let out): what arrived is acknowledged at the start of the next
 //    pass, right behind whatever the owner posted in between (the answer to
@@ -163,6 +165,8 @@ class DriveLoop {
     static constexpr bool kRxUntilEmpty = requires { requires P::kRxUntilEmpty; };
     static constexpr bool kTxReady = requires(P& p) { { p.tx_ready() } -> std::convertible_to<bool>; };
     static constexpr bool kWaits = requires(P& p, bool a, Time t) { { p.idle(a, t, t) } -> std::convertible_to<bool>; };
+    // The engine counts the datagrams that may make more than a data ACK sendable (Engine::rx_may_send).
+    static constexpr bool kRxMaySend = requires(const Eng& e) { { e.rx_may_send() } -> std::convertible_to<uint64_t>; };
 
 public:
     static constexpr Bursts port_bursts() noexcept {
@@ -210,11 +214,20 @@ public:
             // An empty receive changed nothing the first transmit did not
             // drain at this now: a busy poller's empty pass skips the second
             // (its hook and the engine's walk; doc/performance.md 7.3, round 27).
+            // After a receive of whole WRITEs alone (a ping-pong's every
+            // arrival) only data ACKs can be due, and they wait anyway: no
+            // second transmit between the arrival and its owner (round 33).
+            uint64_t may_send = 0;
+            if constexpr (kRxMaySend) may_send = eng_.rx_may_send();
             if (const size_t got = receive(now, hooks)) {
                 moved += got;
                 held_ = true;
-                hooks.before_tx(now);
-                moved += transmit(now, false);
+                bool again = true;
+                if constexpr (kRxMaySend) again = eng_.rx_may_send() != may_send;
+                if (again) {
+                    hooks.before_tx(now);
+                    moved += transmit(now, false);
+                }
             }
         } else {
             moved += receive(now, hooks);
@@ -235,10 +248,12 @@ public:
     }
 
     // The port's wait policy: active says the caller just did work. True if it blocked.
+    // After work the loop runs again at once: the deadline is now, not worked
+    // out (no port waits then; a ping-pong's pass that posts its answer is one).
     bool idle(bool active, Time now)
         requires kWaits
     {
-        return port_.idle(active, now, next_deadline(now));
+        return port_.idle(active, now, active ? now : next_deadline(now));
     }
 
     // Runs until stop() is true; app(now) runs once per pass (post work, poll

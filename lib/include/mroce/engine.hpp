@@ -438,6 +438,13 @@ public:
 
     // --- I/O (driver side) ---
     void rx_burst(const RxPacket* pkts, size_t n, Time now);
+    // How many datagrams rx_burst took so far that may have made anything but
+    // a data ACK sendable: every one but a whole WRITE placed at once (a
+    // control packet, an ACK or NAK, any other data). The drive loop's
+    // TxOrder::before_rx transmits right after a receive only if this moved:
+    // a ping-pong's lone WRITE goes to its application without an empty
+    // transmit (doc/performance.md 7.3, round 33).
+    uint64_t rx_may_send() const noexcept { return *rx_may_send_; }
     size_t tx_burst(TxPacket* out, size_t max, Time now);
     // acks false: the same, but data ACKs stay pending for a later tx_burst
     // (the drive loop's TxOrder::before_rx: they leave right behind the
@@ -488,6 +495,7 @@ public:
 private:
     std::unique_ptr<Impl> impl_;
     const std::vector<uint32_t>* notified_;  // impl_'s list of CQs with events (R-NOTIFY-2)
+    const uint64_t* rx_may_send_;            // impl_'s count (rx_may_send)
 };
 
 }  // namespace mroce
