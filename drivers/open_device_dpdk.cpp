@@ -282,7 +282,9 @@ public:
     // then nap at most 50 us at a time so an idle device yields a shared CPU;
     // wake() therefore needs no file descriptor: a nap ends on its own.
     bool idle(bool active, Time now, Time deadline) override {
-        if (active || woken_.exchange(false, std::memory_order_relaxed)) {
+        // The flag read before it is cleared: a spinning poller's every
+        // empty pass did a locked exchange (round 33).
+        if (active || (woken_.load(std::memory_order_relaxed) && woken_.exchange(false, std::memory_order_relaxed))) {
             last_active_ = now;
             return false;
         }
