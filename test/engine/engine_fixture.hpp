@@ -30,6 +30,19 @@ struct Side {
     uint64_t addr(size_t off = 0) const { return uint64_t(reinterpret_cast<uintptr_t>(mem.data())) + off; }
 };
 
+// A WRITE of from's bytes [from_off, from_off + len) to `to` at to_off.
+inline SendWr write_wr(const Side& from, size_t from_off, uint32_t len, const Side& to, size_t to_off, uint64_t wr_id) {
+    SendWr w;
+    w.wr_id = wr_id;
+    w.op = OpKind::write;
+    w.local_addr = from.addr(from_off);
+    w.length = len;
+    w.lkey = from.mr.lkey;
+    w.remote_addr = to.addr(to_off);
+    w.rkey = to.mr.rkey;
+    return w;
+}
+
 // Connects a to b over link and opens stream `id` on both ends, each on its
 // side's PD and CQ.
 inline void connect_stream(PairLink& link, Side& a, Side& b, uint32_t id, uint32_t& ca, uint32_t& cb) {

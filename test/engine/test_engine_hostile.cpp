@@ -317,15 +317,7 @@ TEST_CASE("a forged ACK is dropped and counted by cause, and changes nothing", "
     auto write = [&](uint64_t id) {
         const size_t off = 64 * id;
         for (size_t i = 0; i < 64; ++i) sa.mem[off + i] = uint8_t(0x5a ^ (i * 7 + id));
-        SendWr w;
-        w.wr_id = id;
-        w.op = OpKind::write;
-        w.local_addr = sa.addr(off);
-        w.length = 64;
-        w.lkey = sa.mr.lkey;
-        w.remote_addr = sb.addr(off);
-        w.rkey = sb.mr.rkey;
-        REQUIRE(a.post_send(ca, 1, w) == Status::ok);
+        REQUIRE(a.post_send(ca, 1, write_wr(sa, off, 64, sb, off, id)) == Status::ok);
         size_t done = 0;
         REQUIRE(link.run([&] {
             Completion c[4];

@@ -47,15 +47,7 @@ struct PingPong {
         const size_t src = 4096 + 8 * (seq % 512);
         const uint64_t v = uint64_t(seq) + 1;
         std::memcpy(s.mem.data() + src, &v, 8);
-        SendWr w;
-        w.wr_id = seq;
-        w.op = OpKind::write;
-        w.local_addr = s.addr(src);
-        w.length = 8;
-        w.lkey = s.mr.lkey;
-        w.remote_addr = to.addr(to_off);
-        w.rkey = to.mr.rkey;
-        return s.eng.post_send(conn, 7, w);
+        return s.eng.post_send(conn, 7, write_wr(s, src, 8, to, to_off, seq));
     }
     void post_ping() {
         const Status st = write(f.a, f.ca, f.b, 0, pings);
