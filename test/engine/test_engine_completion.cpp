@@ -98,17 +98,7 @@ struct Rig {
         return n;
     }
     // A WRITE of A's bytes [off, off + len) to the same offsets at B.
-    SendWr write_ab(uint64_t id, size_t off, uint32_t len) const {
-        SendWr w;
-        w.wr_id = id;
-        w.op = OpKind::write;
-        w.local_addr = a.addr(off);
-        w.length = len;
-        w.lkey = a.mr.lkey;
-        w.remote_addr = b.addr(off);
-        w.rkey = b.mr.rkey;
-        return w;
-    }
+    SendWr write_ab(uint64_t id, size_t off, uint32_t len) const { return write_wr(a, off, len, b, off, id); }
     // After the run: nothing more may complete while stray packets drain.
     void drain_and_check_quiet() {
         const size_t n0 = got[0].size(), n1 = got[1].size();
