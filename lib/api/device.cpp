@@ -768,8 +768,8 @@ void Connection::set_max_rd_atomic(uint32_t stream_id, uint32_t max_rd_atomic) {
     dev_->kick();
 }
 
-// Both call submit itself, not submit_sends: its manual-progress path is
-// then inline here, without submit_sends' frame (round 32).
+// Calls submit itself, not submit_sends: its manual-progress path is then
+// inline here, without submit_sends' frame (round 32).
 bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
     size_t posted = 0;
     Device& d = *dev_;
@@ -782,10 +782,7 @@ bool Connection::try_post_send(uint32_t stream_id, const SendWr& wr) {
 
 size_t Connection::try_post_sends(uint32_t stream_id, const SendWr* wrs, size_t n) {
     size_t posted = 0;
-    Device& d = *dev_;
-    const Status s = d.submit(wrs, n, posted, true, [&d, id = id_, stream_id](const SendWr* w, size_t m, size_t& k) {
-        return d.eng_.post_sends(id, stream_id, w, m, k);
-    });
+    const Status s = dev_->submit_sends(id_, stream_id, wrs, n, posted);  // its frame: once per list
     if (s != Status::ok) [[unlikely]] send_refused(stream_id, s);  // queue_full: posted < n
     return posted;
 }
