@@ -39,7 +39,7 @@ struct IdlePolicy {
     // (the other mroce endpoint on loopback) runs instead of being polled against; with
     // nothing else runnable it returns at once. Not sooner: a reply expected within a round
     // trip (~10 us on loopback) would otherwise wait out the syscall. Off by default: under
-    // load it bought bandwidth but cost round-trip latency (doc/performance.md 5.2).
+    // load it bought bandwidth but cost round-trip latency (doc/history/issue5.md 5.2).
     bool yield = false;
     Time yield_after_ns = 20'000;
 };
