@@ -815,6 +815,9 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     PortStats& st = rq.st;
     const uint16_t want = uint16_t(std::min<size_t>(max, cfg_.burst));
     const uint16_t nb = rte_eth_rx_burst(cfg_.port_id, queue, rq.rx.data(), want);
+    // A busy poller's most common call: out before the burst's setup (the
+    // frame matcher's copy, the counters; about 40 instructions, round 34).
+    if (nb == 0) return 0;
     if (g_link_cut[cfg_.port_id].load(std::memory_order_relaxed)) [[unlikely]] {
         if (nb) rte_pktmbuf_free_bulk(rq.rx.data(), nb);
         st.rx_cut += nb;
