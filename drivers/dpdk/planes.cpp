@@ -49,6 +49,7 @@ PlanePorts::PlanePorts(std::vector<DpdkPort*> ports) : ports_(std::move(ports)) 
             home_[h] = uint8_t(p);
             nbr_[size_t(h) * np + p] = j;
         }
+    if (np == 1) one_ = ports_[0];
     if (np > 1) {
         gather_.resize(np * kChunk);
         gather_idx_.resize(np * kChunk);
@@ -139,9 +140,8 @@ void PlanePorts::learn(size_t plane, uint32_t from_nbr, uint32_t h, const RxPack
     ++learned_;
 }
 
-size_t PlanePorts::tx_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+size_t PlanePorts::tx_burst_planes(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
     const size_t np = ports_.size();
-    if (np == 1) return ports_[0]->tx_burst_paths(pkts, n, unsent);
     const uint32_t nh = uint32_t(home_.size());
     size_t done = 0, nunsent = 0;
     size_t cnt[wire::kMaxPlanes];
@@ -176,9 +176,8 @@ size_t PlanePorts::tx_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) no
     return done;
 }
 
-size_t PlanePorts::rx_burst(RxPacket* out, size_t max) noexcept {
+size_t PlanePorts::rx_burst_planes(RxPacket* out, size_t max) noexcept {
     const size_t np = ports_.size();
-    if (np == 1) return ports_[0]->rx_burst_queues(out, max);
     size_t k = 0;
     const size_t first = rx_next_;
     rx_next_ = (rx_next_ + 1) % np;

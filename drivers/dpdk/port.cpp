@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <rte_byteorder.h>
@@ -83,15 +84,24 @@ inline uint16_t ipv4_sum(const uint8_t* ip, uint32_t ihl) {
     if (ihl != 20) [[unlikely]] return rte_raw_cksum(ip, ihl);
     return fold16(ipv4_sum20(ip));
 }
-// A small message's payload (32 to 64 bytes) as two overlapping 32-byte
-// copies, inlined: the libc call cost about 20 instructions per frame.
+// A small message's payload (4 to 64 bytes) as two overlapping copies of a
+// fixed size, inlined: the libc call cost about 20 instructions per frame,
+// and 30 with the spills around it for an 8-byte ping-pong's (round 34).
 inline void copy_payload(uint8_t* d, const uint8_t* s, uint32_t n) {
-    if (n >= 32 && n <= 64) {
-        std::memcpy(d, s, 32);
-        std::memcpy(d + n - 32, s + n - 32, 32);
-    } else {
+    const auto two = [&](auto size) {
+        std::memcpy(d, s, size);
+        std::memcpy(d + n - size, s + n - size, size);
+    };
+    if (n > 64 || n < 4) [[unlikely]]
         std::memcpy(d, s, n);
-    }
+    else if (n >= 32)
+        two(std::integral_constant<size_t, 32>{});
+    else if (n >= 16)
+        two(std::integral_constant<size_t, 16>{});
+    else if (n >= 8)
+        two(std::integral_constant<size_t, 8>{});
+    else
+        two(std::integral_constant<size_t, 4>{});
 }
 // A 20-byte IPv4 header's checksum is right when its ones-complement sum is
 // 0xffff (RFC 1071): when the sum of its words, which is never 0 (version
@@ -170,6 +180,19 @@ struct alignas(64) DpdkPort::RxQueue {
 
 struct alignas(64) DpdkPort::TxQueue {
     uint16_t id = 0;
+    // Header mbuf recycling. A PMD that copies the frame and frees the mbuf
+    // inside rte_eth_tx_burst (net_memif) put every header mbuf back in the
+    // pool (rte_pktmbuf_free: about 70 instructions, 11 more in
+    // __tls_get_addr for its lcore) for the next burst to take out again
+    // (about 37): with a reference of our own held across the burst, its free
+    // only drops that count and the mbuf stays here, ours alone (refcnt 1).
+    // The first burst after which the PMD still holds one (a NIC before
+    // completion, a net_ring peer, memif zero-copy) turns it off for the
+    // queue: from then on each frame's reference is the PMD's, as without it.
+    // hdr[0, nidle): idle, clean raw mbufs (refcnt 1, next NULL, nb_segs 1),
+    // used in place by the next burst before any comes from the pool.
+    bool recycle = true;
+    uint16_t nidle = 0;
     rte_mbuf* hdr[kTxChunk];
     rte_mbuf* ext[kTxExtMax];
     uint8_t valid[kTxChunk];
@@ -312,6 +335,10 @@ DpdkPort::DpdkPort(const PortConfig& cfg) : cfg_(cfg) {
         }
         if (caps_.rx_ip_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
         if (caps_.rx_udp_cksum) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+        // The offload flags of every frame tx_burst builds, worked out once.
+        if (caps_.tx_ip_cksum) tx_ol_ |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+        if (caps_.tx_udp_cksum) tx_ol_ |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
+        tx_offload_ = tx_ol_ ? rte_mbuf_tx_offload(kEth, kIp, 0, 0, 0, 0, 0) : 0;
         if (caps_.tx_ip_cksum) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
         if (caps_.tx_udp_cksum) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
         // Header + payload chains need MULTI_SEGS on a NIC. Software PMDs such
@@ -420,6 +447,10 @@ void close_port_on_interrupt_thread(uint16_t port_id, bool started) noexcept {
 
 DpdkPort::~DpdkPort() {
     for (uint16_t q = 0; q < rxq_.size(); ++q) rx_release(q);
+    for (auto& t : txq_) {
+        if (t->nidle) rte_mempool_put_bulk(hdr_pool_, reinterpret_cast<void* const*>(t->hdr), t->nidle);
+        t->nidle = 0;
+    }
     close_port_on_interrupt_thread(cfg_.port_id, started_);
     const PoolUsage u = pool_usage();
     if (u.hdr || u.ext) {
@@ -498,6 +529,41 @@ uint32_t DpdkPort::peer_of(uint32_t ip) const noexcept {
     return kNoPeer;
 }
 
+namespace {
+
+// Our reference on a header mbuf the PMD held after the burst, dropped:
+// never the chain after it (the PMD frees that with its own).
+[[gnu::noinline, gnu::cold]] void drop_own_ref(rte_mbuf* m) noexcept {
+    if (__atomic_load_n(&m->refcnt, __ATOMIC_ACQUIRE) == 1) {
+        m->next = nullptr;
+        m->nb_segs = 1;
+    }
+    rte_pktmbuf_free_seg(m);
+}
+
+}  // namespace
+
+// After a burst sent with a reference of ours on each header mbuf, when one
+// was a chain's or the PMD still holds one: hdr[0, sent) compacted to those
+// the PMD let go of (refcnt 1, read with acquire: its reads of the frame are
+// done; the rest of a chain went with its free), which are idle again; the
+// others end recycling for the queue and lose our reference. Returns how many are idle.
+size_t DpdkPort::recycle_sent(TxQueue& tq, size_t sent) noexcept {
+    size_t k = 0;
+    for (size_t i = 0; i < sent; ++i) {
+        rte_mbuf* m = tq.hdr[i];
+        if (__atomic_load_n(&m->refcnt, __ATOMIC_ACQUIRE) == 1) {
+            m->next = nullptr;
+            m->nb_segs = 1;
+            tq.hdr[k++] = m;
+        } else {
+            tq.recycle = false;
+            drop_own_ref(m);
+        }
+    }
+    return k;
+}
+
 size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexcept {
     TxQueue& tq = *txq_[queue];
     PortStats& st = tq.st;
@@ -505,15 +571,10 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
     const size_t npeers = tmpl_.size();
     const uint16_t port = cfg_.port_id;
     const uint32_t inline_max = cfg_.tx_inline_max;
-    uint64_t ol = 0;
-    if (caps_.tx_ip_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
-    if (caps_.tx_udp_cksum) ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
-    const uint64_t tx_offload = ol ? rte_mbuf_tx_offload(kEth, kIp, 0, 0, 0, 0, 0) : 0;
-    const bool sw_ip_cksum = !caps_.tx_ip_cksum;
-    const bool hw_udp_cksum = caps_.tx_udp_cksum;
-    const uint16_t udp_port = cfg_.udp_port;
-    const uint16_t sport_base = cfg_.src_port_base;
-    const uint16_t sport_mask = cfg_.src_port_mask;
+    // The fields a frame takes from the configuration are read where they are
+    // used, not copied into locals first: held across the loop, they were
+    // spilled to the stack and read back, about 20 instructions a call (a
+    // single frame's, round 34).
     const rte_iova_t bad_iova = RTE_BAD_IOVA;
     if (g_link_cut[port].load(std::memory_order_relaxed)) [[unlikely]] {
         st.tx_cut += n;
@@ -539,18 +600,24 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             }
             nseg += segs;
         }
-        // Raw header mbufs: the build below sets every field rte_pktmbuf_reset
-        // would (rte_pktmbuf_alloc_bulk's reset was most of its 25 instructions
-        // per frame, each field then written again).
-        if (take && rte_mempool_get_bulk(hdr_pool_, reinterpret_cast<void**>(tq.hdr), unsigned(take)) != 0) {
+        // Raw header mbufs, the idle recycled ones first, in place (hdr[0,
+        // have); those past take stay idle): the build below sets every field
+        // rte_pktmbuf_reset would (rte_pktmbuf_alloc_bulk's reset was most of
+        // its 25 instructions per frame, each field then written again).
+        const size_t have = tq.nidle;
+        if (take > have && rte_mempool_get_bulk(hdr_pool_, reinterpret_cast<void**>(tq.hdr + have),
+                                                unsigned(take - have)) != 0) {
             ++st.tx_no_mbuf;
             return done;
         }
+        const size_t spare = std::max(have, take);   // hdr[0, spare): ours, clean
         if (nseg && rte_pktmbuf_alloc_bulk(ext_pool_, tq.ext, nseg) != 0) {
-            rte_mempool_put_bulk(hdr_pool_, reinterpret_cast<void* const*>(tq.hdr), unsigned(take));
+            tq.nidle = uint16_t(spare);
             ++st.tx_no_mbuf;
             return done;
         }
+        // Our reference, held across the burst, when recycling.
+        const uint16_t refs = tq.recycle ? 2 : 1;
 
         size_t h = 0, e = 0;
         uint64_t bytes = 0;  // of the valid packets, in order; the unsent are taken off after the burst
@@ -570,10 +637,11 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             const uint16_t tot_be = rte_cpu_to_be_16(uint16_t(kIp + l4));
             // Connection control leaves from the well-known port so the peer learns
             // where to answer (R-CONN-2); every path gets its entropy's port.
-            const uint16_t sport = p.path == kControlPath ? udp_port : uint16_t(sport_base + (p.entropy & sport_mask));
+            const uint16_t sport = p.path == kControlPath ? cfg_.udp_port
+                                                          : uint16_t(cfg_.src_port_base + (p.entropy & cfg_.src_port_mask));
             store16(d + kEth, t.vtos[ect]);
             store16(d + kEth + 2, tot_be);
-            if (sw_ip_cksum) store16(d + kEth + 10, uint16_t(~fold16_3(t.ip_sum[ect] + tot_be)));
+            if (!caps_.tx_ip_cksum) store16(d + kEth + 10, uint16_t(~fold16_3(t.ip_sum[ect] + tot_be)));
             store16(d + kEth + kIp, rte_cpu_to_be_16(sport));
             store16(d + kEth + kIp + 4, rte_cpu_to_be_16(uint16_t(l4)));
             // The whole array, a fixed-size copy inlined instead of a memcpy call for
@@ -586,23 +654,23 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
                 dlen += p.payload_len;
             }
             // rte_pktmbuf_reset's fields; a raw mbuf already has refcnt 1,
-            // nb_segs 1 and next NULL (rte_mbuf_raw_alloc), the refcnt and
-            // nb_segs written again so the four words merge into one store.
+            // nb_segs 1 and next NULL (rte_mbuf_raw_alloc, and a recycled one),
+            // the refcnt and nb_segs written again so the four words merge into one store.
             m->data_off = RTE_PKTMBUF_HEADROOM;
-            m->refcnt = 1;
+            m->refcnt = refs;
             m->nb_segs = 1;
             m->port = RTE_MBUF_PORT_INVALID;
-            m->ol_flags = ol;
+            m->ol_flags = tx_ol_;
             m->packet_type = 0;
             m->pkt_len = uint32_t(kL2L4) + udp_data;
             m->data_len = uint16_t(dlen);
             m->vlan_tci = 0;
             m->vlan_tci_outer = 0;
-            m->tx_offload = tx_offload;
+            m->tx_offload = tx_offload_;
             bytes += udp_data;
-            if (hw_udp_cksum) [[unlikely]]
+            if (caps_.tx_udp_cksum) [[unlikely]]
                 reinterpret_cast<rte_udp_hdr*>(d + kEth + kIp)->dgram_cksum =
-                    rte_ipv4_phdr_cksum(reinterpret_cast<rte_ipv4_hdr*>(d + kEth), ol);
+                    rte_ipv4_phdr_cksum(reinterpret_cast<rte_ipv4_hdr*>(d + kEth), tx_ol_);
 
             if (p.payload_len > inline_max) [[unlikely]] {
                 rte_mbuf* tail = m;
@@ -625,16 +693,25 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
             }
         }
         const size_t nhdr = h;
-        if (nhdr < take) [[unlikely]] {
-            // Refused packets: their header mbufs untouched, their payload
-            // segments (counted above when they had a valid length) reset and unattached.
-            rte_mempool_put_bulk(hdr_pool_, reinterpret_cast<void* const*>(tq.hdr + nhdr), unsigned(take - nhdr));
-            if (e < nseg) rte_mempool_put_bulk(ext_pool_, reinterpret_cast<void* const*>(tq.ext + e), nseg - unsigned(e));
-        }
+        // Refused packets: their header mbufs untouched (idle below), their payload
+        // segments (counted above when they had a valid length) reset and unattached.
+        if (e < nseg) [[unlikely]]
+            rte_mempool_put_bulk(ext_pool_, reinterpret_cast<void* const*>(tq.ext + e), nseg - unsigned(e));
 
         const uint16_t sent = nhdr ? rte_eth_tx_burst(port, queue, tq.hdr, uint16_t(nhdr)) : 0;
+        // hdr[0, idle): sent and back, ours alone.
+        size_t idle = 0;
+        if (refs == 2) {
+            // Single-segment frames all back (memif): idle in place, nothing to reset.
+            uint32_t held = nseg;
+            for (size_t i = 0; i < sent; ++i) held |= __atomic_load_n(&tq.hdr[i]->refcnt, __ATOMIC_ACQUIRE) ^ 1u;
+            idle = held == 0 ? sent : recycle_sent(tq, sent);
+        }
         size_t consumed = take;
         if (sent < nhdr) [[unlikely]] {
+            // Never the PMD's: ours alone again, freed with their payload segments.
+            if (refs == 2)
+                for (size_t i = sent; i < nhdr; ++i) tq.hdr[i]->refcnt = 1;
             rte_pktmbuf_free_bulk(tq.hdr + sent, unsigned(nhdr - sent));
             st.tx_ring_full += nhdr - sent;
             // The first packet not taken (the sent-th valid one), and the
@@ -653,6 +730,13 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
                 if (p.peer >= npeers) ++st.tx_bad_peer;
                 else ++st.tx_bad_len;
             }
+        // The idle: hdr[0, idle), then the refused packets' and those past take.
+        if (idle == take) [[likely]] {
+            tq.nidle = uint16_t(spare);
+        } else {
+            for (size_t i = nhdr; i < spare; ++i) tq.hdr[idle++] = tq.hdr[i];
+            tq.nidle = uint16_t(idle);
+        }
         st.tx_bytes += bytes;
         st.tx_packets += sent;
         done += consumed;
@@ -731,6 +815,9 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     PortStats& st = rq.st;
     const uint16_t want = uint16_t(std::min<size_t>(max, cfg_.burst));
     const uint16_t nb = rte_eth_rx_burst(cfg_.port_id, queue, rq.rx.data(), want);
+    // A busy poller's most common call: out before the burst's setup (the
+    // frame matcher's copy, the counters; about 40 instructions, round 34).
+    if (nb == 0) return 0;
     if (g_link_cut[cfg_.port_id].load(std::memory_order_relaxed)) [[unlikely]] {
         if (nb) rte_pktmbuf_free_bulk(rq.rx.data(), nb);
         st.rx_cut += nb;
@@ -884,13 +971,8 @@ void DpdkPort::rx_release(uint16_t queue) noexcept {
     if (nother) rte_pktmbuf_free_bulk(rq.drop.data(), unsigned(nother));
 }
 
-size_t DpdkPort::tx_burst_paths(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+size_t DpdkPort::tx_burst_queues(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
     const uint16_t nq = cfg_.tx_queues;
-    if (nq == 1) {
-        const size_t s = tx_burst(0, pkts, n);
-        for (size_t i = s; i < n; ++i) *unsent++ = uint32_t(i);
-        return s;
-    }
     size_t done = 0, nunsent = 0;
     for (size_t base = 0; base < n; base += kTxChunk) {
         const size_t m = std::min(n - base, kTxChunk);
@@ -914,9 +996,8 @@ size_t DpdkPort::tx_burst_paths(const TxPacket* pkts, size_t n, uint32_t* unsent
     return done;
 }
 
-size_t DpdkPort::rx_burst_queues(RxPacket* out, size_t max) noexcept {
+size_t DpdkPort::rx_burst_each(RxPacket* out, size_t max) noexcept {
     const uint16_t nq = cfg_.rx_queues;
-    if (nq == 1) return rx_burst(0, out, max);
     size_t k = 0;
     const uint16_t first = rx_next_;
     rx_next_ = uint16_t((rx_next_ + 1) % nq);
@@ -963,7 +1044,12 @@ uint32_t DpdkPort::tx_payload_held(uint64_t wait_us) noexcept {
 PoolUsage DpdkPort::pool_usage() const noexcept {
     PoolUsage u;
     if (rx_pool_) u.rx = rte_mempool_in_use_count(rx_pool_);
-    if (hdr_pool_) u.hdr = rte_mempool_in_use_count(hdr_pool_);
+    if (hdr_pool_) {
+        // Recycled header mbufs waiting in a TX queue are as free as the pool's.
+        unsigned idle = 0;
+        for (const auto& t : txq_) idle += t->nidle;
+        u.hdr = rte_mempool_in_use_count(hdr_pool_) - idle;
+    }
     if (ext_pool_) u.ext = rte_mempool_in_use_count(ext_pool_);
     return u;
 }

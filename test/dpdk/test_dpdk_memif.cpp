@@ -171,6 +171,14 @@ int run_side(bool server, const std::string& sock) {
                          u.rx, u.hdr, u.ext);
             return 4;
         }
+        // ... and, with our reference held across the burst, the header mbufs
+        // came back to the TX queue for the next burst (recycled, port.cpp):
+        // out of the pool, yet not in use.
+        const rte_mempool* hp = rte_mempool_lookup(fmt::format("mroce_hd_{}", port).c_str());
+        if (!hp || rte_mempool_in_use_count(hp) == 0) {
+            std::fprintf(stderr, "%s: no header mbuf recycled\n", server ? "server" : "client");
+            return 5;
+        }
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s\n", server ? "server" : "client", e.what());

@@ -608,7 +608,8 @@ TEST_CASE("dpdk: built frames carry each neighbour's addresses, the path's port,
         std::vector<uint8_t> mem(1200);
         for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i * 13 + 5);
         const uint16_t hdr_lens[] = {12, 40, 71, 72};
-        const uint32_t pay_lens[] = {0, 1, 63, 64, 255, 256, 257, 1001};
+        // Each size class of the inline copy (copy_payload: 1-3, 4-7, 8-15, 16-31, 32-64, longer) at its ends.
+        const uint32_t pay_lens[] = {0, 1, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 65, 255, 256, 257, 1001};
         const uint16_t paths[] = {0, 1, 3, kControlPath};
         const uint16_t entropies[] = {0, 0x1234, 0xffff};
         std::vector<TxPacket> all;

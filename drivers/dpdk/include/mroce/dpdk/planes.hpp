@@ -62,18 +62,26 @@ public:
 
     // The device's send: returns the packets consumed; indices of those not
     // taken go to unsent, ascending.
-    size_t tx_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept;
+    // One plane inline: straight to its port.
+    size_t tx_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+        return one_ ? one_->tx_burst_paths(pkts, n, unsent) : tx_burst_planes(pkts, n, unsent);
+    }
     // The device's receive, over every plane. Data stays valid until the next rx_burst.
-    size_t rx_burst(RxPacket* out, size_t max) noexcept;
+    size_t rx_burst(RxPacket* out, size_t max) noexcept {
+        return one_ ? one_->rx_burst_queues(out, max) : rx_burst_planes(out, max);
+    }
     void rx_release_all() noexcept;
 
     uint64_t peer_planes_learned() const noexcept { return learned_; }
 
 private:
+    size_t tx_burst_planes(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept;
+    size_t rx_burst_planes(RxPacket* out, size_t max) noexcept;
     void join(uint32_t h, size_t plane, uint32_t nbr) noexcept;
     void learn(size_t plane, uint32_t from_nbr, uint32_t h, const RxPacket& r) noexcept;
 
     std::vector<DpdkPort*> ports_;
+    DpdkPort* one_ = nullptr;        // the port when there is one plane
     std::vector<uint32_t> base_;     // handle of plane p's neighbour 0
     std::vector<uint32_t> rx_map_;   // address (base_[p] + j) -> handle
     std::vector<uint8_t> joined_;    // address joined to a peer's handle

@@ -156,7 +156,9 @@ struct PortCaps {
 };
 
 struct PoolUsage {
-    unsigned rx = 0, hdr = 0, ext = 0;   // rte_mempool_in_use_count of each pool
+    // rte_mempool_in_use_count of each pool; hdr less the recycled header
+    // mbufs the TX queues hold idle (port.cpp, TxQueue)
+    unsigned rx = 0, hdr = 0, ext = 0;
     bool operator==(const PoolUsage&) const = default;
 };
 
@@ -219,11 +221,19 @@ public:
     }
     // tx_burst over all TX queues by tx_queue_of. Returns the packets consumed;
     // the indices of those not taken go to unsent, ascending (n - return of them).
-    size_t tx_burst_paths(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept;
+    // One queue inline: the device's send reaches tx_burst in one call.
+    size_t tx_burst_paths(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
+        if (cfg_.tx_queues != 1) return tx_burst_queues(pkts, n, unsent);
+        const size_t s = tx_burst(0, pkts, n);
+        for (size_t i = s; i < n; ++i) *unsent++ = uint32_t(i);
+        return s;
+    }
     // rx_burst over all RX queues, starting one queue further each call so no
     // queue starves; out[i].local_path is the RX queue. Data stays valid until
     // the next rx_burst_queues (or rx_release of its queue).
-    size_t rx_burst_queues(RxPacket* out, size_t max) noexcept;
+    size_t rx_burst_queues(RxPacket* out, size_t max) noexcept {
+        return cfg_.rx_queues == 1 ? rx_burst(0, out, max) : rx_burst_each(out, max);
+    }
     void rx_release_all() noexcept;
 
     uint16_t port_id() const noexcept { return cfg_.port_id; }
@@ -246,11 +256,16 @@ public:
     struct TxQueue;
 
 private:
+    size_t tx_burst_queues(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept;
+    size_t rx_burst_each(RxPacket* out, size_t max) noexcept;
     void build_templates();
+    size_t recycle_sent(TxQueue& tq, size_t sent) noexcept;
     void build_peer_index();
 
     PortConfig cfg_;
     PortCaps caps_;
+    uint64_t tx_ol_ = 0;        // mbuf ol_flags and tx_offload of every frame sent
+    uint64_t tx_offload_ = 0;
     MacAddr mac_{};
     rte_mempool* rx_pool_ = nullptr;
     rte_mempool* hdr_pool_ = nullptr;
