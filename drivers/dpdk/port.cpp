@@ -189,6 +189,8 @@ struct alignas(64) DpdkPort::TxQueue {
     // The first burst after which the PMD still holds one (a NIC before
     // completion, a net_ring peer, memif zero-copy) turns it off for the
     // queue: from then on each frame's reference is the PMD's, as without it.
+    // It needs a PMD that frees through the refcount: never enable
+    // RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE, which puts mbufs back unchecked.
     // hdr[0, nidle): idle, clean raw mbufs (refcnt 1, next NULL, nb_segs 1),
     // used in place by the next burst before any comes from the pool.
     bool recycle = true;
