@@ -900,9 +900,15 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     }
     const size_t n = size_t(op - out);
     if (!due && n) [[unlikely]] {  // a path of the run had no timer yet: the run's paths' timers
-        due = TimerWheel::kNever;
-        for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
-            due = std::min(due, send_timer(c.paths[c.txpkts[csn & mask].path], now));
+        if (n == 1) {
+            // A message alone (a lazy plan's burst): its one path, which its
+            // packet's path field names (send_on_path's stamp).
+            due = send_timer(c.paths[out->path], now);
+        } else {
+            due = TimerWheel::kNever;
+            for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
+                due = std::min(due, send_timer(c.paths[c.txpkts[csn & mask].path], now));
+        }
     }
     c.csn_nxt = csn_nxt;
     if (n) {
