@@ -983,11 +983,11 @@ Status Engine::post_sends(uint32_t conn, uint32_t stream_id, const SendWr* wrs, 
         Conn* c = I.conn(conn);
         uint32_t sidx;
         if (Stream* s = I.post_stream(c, stream_id, sidx)) [[likely]] {
-            do {
+            for (; k < n && s->sq_room(); ++k) {
                 const Engine::Impl::Posted p = I.post_one_buffer(*c, *s, sidx, wrs[k]);
                 if (p == Engine::Impl::Posted::no) break;
                 if (p == Engine::Impl::Posted::waits) I.schedule_sq(*c, *s);
-            } while (++k < n && s->sq_room());
+            }
             if (k == n) break;
         }
         if ((st = post_send_full(I, c, stream_id, wrs[k])) != Status::ok) break;
