@@ -993,7 +993,7 @@ struct Engine::Impl {
                       bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
-    [[gnu::noinline]] size_t multi_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    [[gnu::noinline]] size_t multi_run(Conn& c, Stream& s, SendWqe& w, TxPacket* out, size_t max, bool& blocked);
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);

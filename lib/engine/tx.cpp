@@ -717,15 +717,18 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     // return 0, as single_run does when its first job fails them), not made
     // twice. A dispatch alone, so that it is a tail call with no register
     // saved (issue 24: a message alone's every burst).
-    if (c.streams[job.stream_idx].sq[job.slot].npkts == 1) return single_run(c, out, max, now, blocked);
-    return multi_run(c, out, max, now, blocked);
-}
-
-// emit_segment_run's message of more than one packet.
-size_t Engine::Impl::multi_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
-    const TxJob job = c.jobs.front();
     Stream& s = c.streams[job.stream_idx];
     SendWqe& w = s.sq[job.slot];
+    if (w.npkts == 1) return single_run(c, out, max, now, blocked);
+    return multi_run(c, s, w, out, max, blocked);
+}
+
+// emit_segment_run's message of more than one packet: w, of stream s, the
+// first job's. The burst's time is last_now (tx() sets it): no argument on
+// the stack.
+size_t Engine::Impl::multi_run(Conn& c, Stream& s, SendWqe& w, TxPacket* out, size_t max, bool& blocked) {
+    const Time now = last_now;
+    const TxJob job = c.jobs.front();
     if (!w.active || w.done || s.error || w.next_seg >= w.npkts) return 0;
     if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
         w.opcode != Opcode::send_imm)
