@@ -924,7 +924,7 @@ inline Engine::Impl::Posted Engine::Impl::post_one_buffer(Conn& c, Stream& s, ui
     uint32_t sidx = 0;
     Stream* s = c->find_local(stream_id, &sidx);
     if (!s) return Status::no_such_object;
-    if (s->sq_tail - s->sq_head >= s->sq_depth) return Status::queue_full;  // R-STREAM-9: its own send depth
+    if (!s->sq_room()) return Status::queue_full;  // R-STREAM-9: its own send depth
     if (s->sq.empty()) [[unlikely]] {  // the stream's first send: its queue (create_stream)
         s->sq.resize(size_t(s->sq_mask) + 1);
         s->sq_aux.resize(s->sq.size());
@@ -942,24 +942,29 @@ inline Engine::Impl::Posted Engine::Impl::post_one_buffer(Conn& c, Stream& s, ui
     return Status::ok;
 }
 
-// The common post (issue 24): a connection already awake (wake_post would
-// return at once), its last stream named again, a queue not full and already
-// allocated, and post_one_buffer's case; every other post is post_send_full,
-// from the start (nothing was changed before it). Its only calls are tail
-// calls: no frame of locals, no value kept across a call, and the register
-// saves only after the connection's tests.
+[[gnu::always_inline]] inline Stream* Engine::Impl::post_stream(Conn* c, uint32_t stream_id, uint32_t& sidx) {
+    if (c && c->awake() && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
+        sidx = c->last_stream_idx;
+        Stream& s = c->streams[sidx];
+        if (s.sq_room() && !s.sq.empty()) [[likely]] return &s;
+    }
+    return nullptr;
+}
+
+// The common post (issue 24): post_stream's stream and post_one_buffer's
+// case; every other post is post_send_full, from the start (nothing was
+// changed before it). Its only calls are tail calls: no frame of locals, no
+// value kept across a call, and the register saves only after the
+// connection's tests.
 Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
     Impl& I = *impl_;
     Conn* c = I.conn(conn);
-    if (c && c->awake() && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
-        const uint32_t sidx = c->last_stream_idx;
-        Stream& s = c->streams[sidx];
-        if (s.sq_tail - s.sq_head < s.sq_depth && !s.sq.empty()) [[likely]] {
-            switch (I.post_one_buffer(*c, s, sidx, wr)) {
-            case Engine::Impl::Posted::queued: return Status::ok;
-            case Engine::Impl::Posted::waits: return schedule_sq_ok(I, *c, s);
-            case Engine::Impl::Posted::no: break;
-            }
+    uint32_t sidx;
+    if (Stream* s = I.post_stream(c, stream_id, sidx)) [[likely]] {
+        switch (I.post_one_buffer(*c, *s, sidx, wr)) {
+        case Engine::Impl::Posted::queued: return Status::ok;
+        case Engine::Impl::Posted::waits: return schedule_sq_ok(I, *c, *s);
+        case Engine::Impl::Posted::no: break;
         }
     }
     return post_send_full(I, c, stream_id, wr);
@@ -967,28 +972,25 @@ Status Engine::post_send(uint32_t conn, uint32_t stream_id, const SendWr& wr) {
 
 // post_send's common case for each WR of a list while it holds (the
 // connection and stream, which no such post changes, tested once per run of
-// them); a WR that is not that case, or that finds the connection asleep or
-// another stream named last (the first post of a pass, often), through
-// post_send, and the run goes on after it.
+// them, the queue's room per WR); a WR that is not that case, or that finds
+// the connection asleep or another stream named last (the first post of a
+// pass, often), through post_send_full, and the run goes on after it.
 Status Engine::post_sends(uint32_t conn, uint32_t stream_id, const SendWr* wrs, size_t n, size_t& posted) {
     Impl& I = *impl_;
     size_t k = 0;
     Status st = Status::ok;
     while (k < n) {
         Conn* c = I.conn(conn);
-        if (c && c->awake() && (c->last_stream_id & kStreamIdMask) == stream_id) [[likely]] {
-            const uint32_t sidx = c->last_stream_idx;
-            Stream& s = c->streams[sidx];
-            if (!s.sq.empty()) [[likely]] {
-                for (; k < n && s.sq_tail - s.sq_head < s.sq_depth; ++k) {
-                    const Engine::Impl::Posted p = I.post_one_buffer(*c, s, sidx, wrs[k]);
-                    if (p == Engine::Impl::Posted::no) break;
-                    if (p == Engine::Impl::Posted::waits) I.schedule_sq(*c, s);
-                }
-                if (k == n) break;
+        uint32_t sidx;
+        if (Stream* s = I.post_stream(c, stream_id, sidx)) [[likely]] {
+            for (; k < n && s->sq_room(); ++k) {
+                const Engine::Impl::Posted p = I.post_one_buffer(*c, *s, sidx, wrs[k]);
+                if (p == Engine::Impl::Posted::no) break;
+                if (p == Engine::Impl::Posted::waits) I.schedule_sq(*c, *s);
             }
+            if (k == n) break;
         }
-        if ((st = post_send(conn, stream_id, wrs[k])) != Status::ok) break;
+        if ((st = post_send_full(I, c, stream_id, wrs[k])) != Status::ok) break;
         ++k;
     }
     posted = k;

@@ -357,6 +357,7 @@ struct Stream {
     uint32_t rd_max = 0;         // max_rd_atomic (R-STREAM-10)
     uint32_t rd_out = 0;         // READ/atomic handed to the job ring and not yet retired
     uint32_t next_recv_seq = 0;
+    bool sq_room() const noexcept { return sq_tail - sq_head < sq_depth; }  // R-STREAM-9
     // responder
     uint32_t rd_dest_max = 0;    // max_dest_rd_atomic (R-STREAM-10)
     uint32_t rd_dest_held = 0;   // READ/atomic received whose response is not yet all handed out
@@ -894,6 +895,10 @@ struct Engine::Impl {
     // in the job ring, or posted and waiting for schedule_sq.
     enum class Posted : uint8_t { no, queued, waits };
     [[gnu::always_inline]] inline Posted post_one_buffer(Conn& c, Stream& s, uint32_t sidx, const SendWr& wr);
+    // The common post's stream (post_send, post_sends): c awake, its last
+    // stream named again (sidx: its index), that stream's queue allocated
+    // and not full (R-STREAM-9); else null.
+    [[gnu::always_inline]] inline Stream* post_stream(Conn* c, uint32_t stream_id, uint32_t& sidx);
     void destroy_stream(Conn& c, uint32_t sidx);
     void reclaim_orphans(Conn& c);
 
@@ -988,6 +993,7 @@ struct Engine::Impl {
                       bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    [[gnu::noinline]] size_t multi_run(Conn& c, Stream& s, SendWqe& w, TxPacket* out, size_t max, bool& blocked);
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);
     bool next_new_segment(Conn& c, uint32_t& csn_out);

@@ -710,14 +710,25 @@ void Engine::Impl::release_retired(Conn& c) {
 // no eligible path, CSN window), so the caller ends this connection's turn.
 size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     if (c.state != ConnState::established || !c.retx.empty() || !c.tlp.empty() || c.jobs.empty()) return 0;
-    const TxJob job = c.jobs.front();
+    const TxJob& job = c.jobs.front();
     if (job.kind != JobKind::request) return 0;
+    // One packet: single_run's own tests of its first job decide (a superset
+    // of the ones multi_run makes, which would send it to single_run or
+    // return 0, as single_run does when its first job fails them), not made
+    // twice. A dispatch alone, so that it is a tail call with no register
+    // saved (issue 24: a message alone's every burst).
     Stream& s = c.streams[job.stream_idx];
     SendWqe& w = s.sq[job.slot];
-    // One packet: single_run's own tests of its first job decide (a superset
-    // of the ones below, which would send it to single_run or return 0, as
-    // single_run does when its first job fails them), not made twice.
     if (w.npkts == 1) return single_run(c, out, max, now, blocked);
+    return multi_run(c, s, w, out, max, blocked);
+}
+
+// emit_segment_run's message of more than one packet: w, of stream s, the
+// first job's. The burst's time is last_now (tx() sets it): no argument on
+// the stack.
+size_t Engine::Impl::multi_run(Conn& c, Stream& s, SendWqe& w, TxPacket* out, size_t max, bool& blocked) {
+    const Time now = last_now;
+    const TxJob job = c.jobs.front();
     if (!w.active || w.done || s.error || w.next_seg >= w.npkts) return 0;
     if (w.opcode != Opcode::write && w.opcode != Opcode::write_imm && w.opcode != Opcode::send &&
         w.opcode != Opcode::send_imm)
@@ -900,9 +911,15 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
     }
     const size_t n = size_t(op - out);
     if (!due && n) [[unlikely]] {  // a path of the run had no timer yet: the run's paths' timers
-        due = TimerWheel::kNever;
-        for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
-            due = std::min(due, send_timer(c.paths[c.txpkts[csn & mask].path], now));
+        if (n == 1) {
+            // A message alone (a lazy plan's burst): its one path, which its
+            // packet's path field names (send_on_path's stamp).
+            due = send_timer(c.paths[out->path], now);
+        } else {
+            due = TimerWheel::kNever;
+            for (uint32_t csn = csn_first; csn != csn_nxt; ++csn)
+                due = std::min(due, send_timer(c.paths[c.txpkts[csn & mask].path], now));
+        }
     }
     c.csn_nxt = csn_nxt;
     if (n) {
