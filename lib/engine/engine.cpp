@@ -144,6 +144,15 @@ size_t Engine::self_check() const {
         for (uint32_t i = 0; i < c->num_paths; ++i) {
             const TxPath& p = c->paths[i];
             unsettled += (p.snd_nxt - p.snd_una) + (p.state == PathStateKind::failed);
+            // Inline CC: the path's view is the one the core published for
+            // its latest record (cc_feed writes it in place), field by field.
+            CcView v;
+            if (!impl_->cfg.offload_cc && impl_->cc_core.view(p.cc_slot, v) && v.gen == p.ccv.gen) {
+                if (v.timeouts < p.cc_timeouts_fed) v.cwnd = std::min(v.cwnd, impl_->cfg.cc.min_cwnd);
+                if (v.slot != p.ccv.slot || v.cwnd != p.ccv.cwnd || v.rounds_since_mark != p.ccv.rounds_since_mark ||
+                    v.rounds != p.ccv.rounds || v.cuts != p.ccv.cuts || v.timeouts != p.ccv.timeouts)
+                    ++bad;
+            }
             if (!p.plan_kept) continue;
             TxPath fresh = p;
             const uint64_t score = plan_path(fresh);
@@ -1243,8 +1252,10 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
 
 namespace mroce {
 
-bool Engine::Impl::cc_feed(Conn& c, TxPath& p, const CcFeedback& f) {
+bool Engine::Impl::cc_feed_other(Conn& c, TxPath& p, const CcFeedback& f) {
     if (!cfg.offload_cc) {
+        // A record of another incarnation than the path's (none of cc_feed's
+        // callers makes one): the core takes it, the engine not its view.
         apply_view(c, p, cc_core.apply_one(f));
         return true;
     }
@@ -1298,26 +1309,26 @@ void Engine::Impl::apply_view(Conn& c, TxPath& p, const CcView& v) {
         return;
     }
     p.ccv = v;
-    p.replan();
-    // R-CC-6 / R-CC-8: views the core published before it applied the path's
-    // latest timeout (still on the views ring) must not reopen the window.
-    if (v.timeouts < p.cc_timeouts_fed) p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
-    // R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is moved to a new route.
-    if (cfg.reroute_after_marks && v.rounds != p.rounds_seen) {
-        p.rounds_seen = v.rounds;
-        p.marked_rounds = v.rounds_since_mark == 0 ? p.marked_rounds + 1 : 0;
-        // Only while another path's latest round was unmarked: when every
-        // path is marked the bottleneck is common (the receiver's link, an
-        // incast), and a new route cannot help. A lone path has no witness.
-        bool others_clear = c.paths.size() == 1;
-        for (const TxPath& q : c.paths)  // a live path, acknowledged since its last timeout
-            others_clear |= &q != &p && q.state == PathStateKind::active && q.consecutive_timeouts == 0 &&
-                            q.ccv.rounds_since_mark > 0;
-        if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
-            p.marked_rounds = 0;
-            p.set_entropy(new_entropy(c, p.entropy()));
-            ++p.st.rerouted;
-        }
+    view_taken(c, p);
+}
+
+// R-SCHED-5: a path marked in reroute_after_marks consecutive rounds is
+// moved to a new route (view_taken: its view has rounds not yet counted).
+void Engine::Impl::count_marked_round(Conn& c, TxPath& p) {
+    const CcView& v = p.ccv;
+    p.rounds_seen = v.rounds;
+    p.marked_rounds = v.rounds_since_mark == 0 ? p.marked_rounds + 1 : 0;
+    // Only while another path's latest round was unmarked: when every
+    // path is marked the bottleneck is common (the receiver's link, an
+    // incast), and a new route cannot help. A lone path has no witness.
+    bool others_clear = c.paths.size() == 1;
+    for (const TxPath& q : c.paths)  // a live path, acknowledged since its last timeout
+        others_clear |= &q != &p && q.state == PathStateKind::active && q.consecutive_timeouts == 0 &&
+                        q.ccv.rounds_since_mark > 0;
+    if (p.marked_rounds >= cfg.reroute_after_marks && others_clear) {
+        p.marked_rounds = 0;
+        p.set_entropy(new_entropy(c, p.entropy()));
+        ++p.st.rerouted;
     }
 }
 

@@ -1013,9 +1013,28 @@ struct Engine::Impl {
     void fail_path(Conn& c, TxPath& p, Time now);
     void declare_lost(Conn& c, TxPath& p, uint32_t psn);
     void rtt_sample(TxPath& p, Time rtt);
-    // cc: hands one record to the CC core (inline: applies it and its view now).
-    bool cc_feed(Conn& c, TxPath& p, const CcFeedback& f);  // false: dropped, queue full
+    // cc: hands one record to the CC core (inline: applies it and its view
+    // now); false: dropped, queue full. Inline CC, the core writes the view
+    // into the path's in place (every caller's f.gen is p.ccv.gen: the case
+    // apply_view takes), all of it inline here: an ACK's window update.
+    [[gnu::always_inline]] bool cc_feed(Conn& c, TxPath& p, const CcFeedback& f) {
+        if (cfg.offload_cc || f.gen != p.ccv.gen) [[unlikely]]
+            return cc_feed_other(c, p, f);
+        cc_core.apply_into(f, p.ccv);
+        view_taken(c, p);
+        return true;
+    }
+    bool cc_feed_other(Conn& c, TxPath& p, const CcFeedback& f);
     void apply_view(Conn& c, TxPath& p, const CcView& v);
+    // What a path's new view (p.ccv, as the core published it) moves in the engine.
+    [[gnu::always_inline]] void view_taken(Conn& c, TxPath& p) {
+        p.replan();
+        // R-CC-6 / R-CC-8: views the core published before it applied the path's
+        // latest timeout (still on the views ring) must not reopen the window.
+        if (p.ccv.timeouts < p.cc_timeouts_fed) p.ccv.cwnd = std::min(p.ccv.cwnd, cfg.cc.min_cwnd);
+        if (cfg.reroute_after_marks && p.ccv.rounds != p.rounds_seen) count_marked_round(c, p);
+    }
+    void count_marked_round(Conn& c, TxPath& p);
     uint16_t new_entropy(Conn& c, uint16_t old);
     // A new incarnation of the path's window (path creation, revival), published at once.
     void cc_fresh(Conn& c, TxPath& p, uint16_t pi);

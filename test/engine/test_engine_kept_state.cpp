@@ -3,8 +3,10 @@
 //
 // What the engine keeps incrementally instead of recomputing per message
 // (issue 24): each path's scheduler step (R-SCHED-2, R-SCHED-3), kept across
-// bursts and cleared by every writer of srtt and the CC view, and each
-// connection's count of packets out and failed paths (quiet, wants_timer).
+// bursts and cleared by every writer of srtt and the CC view, each
+// connection's count of packets out and failed paths (quiet, wants_timer),
+// and with inline CC each path's view, which the core writes in place
+// (cc_feed) instead of handing one back, against the core's own.
 // A missed writer would be a scheduling or timer bug that most traffic never
 // shows, so these runs change every input (ACKs, SACK losses, ECN marks,
 // timeouts, silences, a path failed and revived, borrowed RTTs, rate hints,

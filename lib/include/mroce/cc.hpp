@@ -32,7 +32,8 @@ public:
     // One ack: `acked` packets newly acknowledged, `marked` of the acked data
     // carried CE; `ack_psn` is the ack's cumulative PSN, `snd_nxt` the next PSN
     // the sender will use (ends the current observation round).
-    void on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept;
+    // Inline: the engine's inline CC runs it once per ACK (issue 24).
+    [[gnu::always_inline]] inline void on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept;
     void on_loss() noexcept;
     // R-CC-6: restarts the path at min_cwnd. The first timeout of a sequence
     // remembers the window it replaced (R-CC-9) until an ACK acknowledges
@@ -85,6 +86,41 @@ private:
     double undo_cwnd_ = 0;  // window before the pending timeout(s); 0 = none pending (R-CC-9)
     uint64_t undos_ = 0;
 };
+
+inline void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn, uint32_t snd_nxt) noexcept {
+    if (!round_open_) {
+        round_open_ = true;
+        round_end_ = snd_nxt;
+    }
+    round_acked_ += acked;
+    round_marked_ += marked;
+    if (cfg_.ecn && marked > 0 && !cut_this_round_) {
+        // R-CC-2: react to the first mark of a round at once (steering needs it
+        // now), by the running alpha; alpha itself is updated per round.
+        const double a = std::max(alpha_, cfg_.dctcp_g);
+        // Cut what is in use: a window above the hint cap carried no data.
+        cwnd_ = std::max(cfg_.min_cwnd, cwnd() * (1.0 - a / 2.0));
+        cut_this_round_ = true;
+        ++cuts_;
+    } else if (marked == 0 && acked > 0 && !(limit_ > 0 && limit_ < cwnd_)) {
+        // (No growth while the hint cap binds: that window was not tested.)
+        // R-CC-3: additive increase of ai_per_rtt packets per window of acks.
+        cwnd_ = std::min(cfg_.max_cwnd, cwnd_ + cfg_.ai_per_rtt * acked / cwnd_);
+    }
+    if (int32_t(ack_psn - round_end_) >= 0) {  // serial-number compare (R-PATH-1)
+        // R-CC-2: one round (one window of data) observed: fold the marked fraction into alpha.
+        const double f = round_acked_ ? double(round_marked_) / double(round_acked_) : 0.0;
+        alpha_ = (1.0 - cfg_.dctcp_g) * alpha_ + cfg_.dctcp_g * std::min(1.0, f);
+        rounds_since_mark_ = round_marked_ ? 0 : rounds_since_mark_ + 1;
+        round_end_ = snd_nxt;
+        round_acked_ = round_marked_ = 0;
+        cut_this_round_ = false;
+        ++rounds_;
+    }
+    // R-CC-9: an ACK of data ends the chance to undo a timeout: FIFO on one
+    // path means originals still unacknowledged by now were lost.
+    if (acked > 0) undo_cwnd_ = 0;
+}
 
 // ---- The congestion-control core (doc/architecture.md 4.2, R-CC-8) ----
 //
@@ -139,7 +175,24 @@ public:
     // Applies the records in order; out[i] is the path's state after in[i].
     // Allocates only when a slot beyond all earlier ones appears (a new connection).
     void apply(const CcFeedback* in, size_t n, CcView* out);
-    CcView apply_one(const CcFeedback& fb);
+    CcView apply_one(const CcFeedback& fb) {
+        CcView v;
+        apply_into(fb, v);
+        return v;
+    }
+    // apply_one with the view written into `v`: the engine's inline CC
+    // hands it its path's published view (issue 24: no view returned through
+    // memory and copied again; every field is written, as apply_one's).
+    // Inline, an ACK of a known path's incarnation with it; the rest out of line.
+    [[gnu::always_inline]] void apply_into(const CcFeedback& f, CcView& v) {
+        Slot& s = slot_for(f);
+        if (f.kind == CcEvent::ack) [[likely]]
+            apply_ack(s.w, f);
+        else
+            apply_other(s, f);
+        ++records_;
+        view_of(s.w, f.slot, f.gen, s.timeouts, v);
+    }
     // The view of a path no record has reached yet: a fresh window, or the
     // first window of the handshake (initial > 0) as apply() would make it.
     static CcView fresh_view(const CcConfig& cfg, uint32_t slot, uint32_t gen, double initial = 0);
@@ -147,6 +200,13 @@ public:
         return slot < slots_.size() && slots_[slot].used ? &slots_[slot].w : nullptr;
     }
     uint64_t records() const noexcept { return records_; }
+    // The view the slot's latest record published (apply_one's), worked out
+    // afresh from its window; false if no record reached the slot.
+    bool view(uint32_t slot, CcView& v) const noexcept {
+        if (!window(slot)) return false;
+        view_of(slots_[slot].w, slot, slots_[slot].gen, slots_[slot].timeouts, v);
+        return true;
+    }
 
 private:
     struct Slot {
@@ -155,7 +215,48 @@ private:
         uint32_t timeouts = 0;
         bool used = false;
     };
-    static CcView view_of(const PathWindow& w, uint32_t slot, uint32_t gen, uint32_t timeouts = 0) noexcept;
+    static void view_of(const PathWindow& w, uint32_t slot, uint32_t gen, uint32_t timeouts, CcView& v) noexcept {
+        v.slot = slot;
+        v.gen = gen;
+        v.timeouts = timeouts;
+        v.cwnd = w.cwnd();
+        v.rounds_since_mark = w.rounds_since_mark();
+        v.rounds = uint32_t(w.rounds());
+        v.cuts = uint32_t(w.cuts());
+    }
+    // The slot of the record's path, made fresh for a new one or a new incarnation (f.gen).
+    Slot& slot_for(const CcFeedback& f) {
+        if (f.slot < slots_.size()) [[likely]] {
+            Slot& s = slots_[f.slot];
+            if (s.used && s.gen == f.gen) [[likely]] return s;
+        }
+        return new_slot(f);
+    }
+    Slot& new_slot(const CcFeedback& f);
+    [[gnu::always_inline]] void apply_ack(PathWindow& w, const CcFeedback& f) noexcept {
+        if (f.undo) w.on_spurious_timeout(f.marked > 0);  // before this ack's own update (R-CC-9)
+        for (uint32_t k = 0; k < f.losses; ++k) w.on_loss();
+        if (f.rtt) w.on_rtt(f.rtt);
+        w.on_ack(f.acked, cfg_.ecn ? f.marked : 0, f.ack_psn, f.snd_nxt);
+        if (f.hint_kbps) {
+            // R-HINT-7: pacing at the hint cannot drain a queue that windows
+            // sized before the first hint already built (an incast's first
+            // flights): it drains only at capacity minus the sum of hints. So
+            // each path is also capped at twice its share of hint x unqueued
+            // (minimum) RTT, never below 2 packets: a path a hostile or stale
+            // ack misjudges must keep enough window to recover.
+            double lim = 0;
+            if (w.min_rtt() && f.active_paths && f.pkt_bytes) {
+                const double bytes =
+                    double(f.hint_kbps) * 125.0 / 1e9 * double(w.min_rtt()) / double(f.active_paths);
+                lim = std::max(2.0, 2.0 * bytes / double(f.pkt_bytes));
+            }
+            w.set_limit(lim);
+        } else {
+            w.set_limit(0);
+        }
+    }
+    void apply_other(Slot& s, const CcFeedback& f);  // the kinds but ack (apply_into's inline one)
     CcConfig cfg_;
     std::vector<Slot> slots_;
     uint64_t records_ = 0;

@@ -483,8 +483,10 @@ public:
     Status path_stats(uint32_t conn, uint16_t path, PathStats& out) const;
     // Test support: what the engine keeps incrementally against a fresh
     // computation from the state it summarizes (each path's kept scheduler
-    // step, each connection's count of packets out and failed paths).
-    // Returns how many disagree (0: all agree).
+    // step, each connection's count of packets out and failed paths, and
+    // with inline CC each path's view, written in place, against the one
+    // the CC core works out from its window). Returns how many disagree
+    // (0: all agree).
     size_t self_check() const;
 
     // Bytes of state: per connection (without streams) and per stream (without its queues).
