@@ -596,3 +596,30 @@ TEST_CASE("spurious timeout undo restores the pre-timeout window (R-CC-6, R-CC-9
     CHECK_FALSE(r.on_spurious_timeout(false));
     CHECK(r.cwnd() == cc.min_cwnd);
 }
+
+TEST_CASE("alpha is the marked fraction's EWMA per round, bit for bit, unmarked and empty rounds too (R-CC-2)",
+          "[cc][alpha]") {
+    // on_ack skips the division of an unmarked round (0 / acked is 0.0):
+    // alpha must still be exactly the formula's, including rounds that
+    // acknowledged nothing and a marked round's decay afterwards.
+    CcConfig cc;
+    cc.dctcp_g = 3.0 / 16;
+    PathWindow w(cc);
+    double alpha = 0;
+    uint32_t psn = 0;
+    struct Round { uint32_t acked, marked; };
+    const Round rounds[] = {{8, 0}, {8, 3}, {5, 5}, {0, 0}, {7, 0}, {9, 1}, {4, 0}, {0, 0}, {6, 2}, {3, 0}};
+    uint32_t since_mark = w.rounds_since_mark();
+    for (const Round& r : rounds) {
+        w.on_ack(r.acked, r.marked, psn, psn + 10);  // within the round (the first opens it, to psn + 10)
+        psn += 10;
+        w.on_ack(0, 0, psn, psn + 10);  // acknowledges nothing, ends the round
+        const double f = r.acked ? double(r.marked) / double(r.acked) : 0.0;
+        alpha = (1.0 - cc.dctcp_g) * alpha + cc.dctcp_g * std::min(1.0, f);
+        since_mark = r.marked ? 0 : since_mark + 1;
+        CHECK(w.alpha() == alpha);
+        CHECK(w.rounds_since_mark() == since_mark);
+    }
+    CHECK(w.rounds() == std::size(rounds));
+    CHECK(alpha > 0);
+}

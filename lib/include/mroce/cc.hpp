@@ -109,7 +109,8 @@ inline void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn
     }
     if (int32_t(ack_psn - round_end_) >= 0) {  // serial-number compare (R-PATH-1)
         // R-CC-2: one round (one window of data) observed: fold the marked fraction into alpha.
-        const double f = round_acked_ ? double(round_marked_) / double(round_acked_) : 0.0;
+        // Unmarked (the rule): 0.0 without the division, as 0 / round_acked_ is.
+        const double f = round_marked_ && round_acked_ ? double(round_marked_) / double(round_acked_) : 0.0;
         alpha_ = (1.0 - cfg_.dctcp_g) * alpha_ + cfg_.dctcp_g * std::min(1.0, f);
         rounds_since_mark_ = round_marked_ ? 0 : rounds_since_mark_ + 1;
         round_end_ = snd_nxt;
