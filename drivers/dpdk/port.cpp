@@ -35,6 +35,9 @@ constexpr uint32_t kExtSegMax = 65535;
 // TX works in chunks so the per-call arrays are fixed-size members, not allocations.
 constexpr size_t kTxChunk = 64;
 constexpr size_t kTxExtMax = 2 * kTxChunk;
+// Received mbufs waiting in an RX queue for their return to the pool in one
+// put (DpdkPort::RxQueue::ret).
+constexpr size_t kRxRet = 32;
 constexpr uint32_t kNoPeer = UINT32_MAX;
 constexpr uint8_t kEctMask = 0x3;
 constexpr uint8_t kEct0 = 0x2;
@@ -103,13 +106,29 @@ inline void copy_payload(uint8_t* d, const uint8_t* s, uint32_t n) {
     else
         two(std::integral_constant<size_t, 4>{});
 }
+inline uint64_t load64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
 // A 20-byte IPv4 header's checksum is right when its ones-complement sum is
 // 0xffff (RFC 1071): when the sum of its words, which is never 0 (version
-// 4), is a multiple of 0xffff; a remainder is cheaper than the folds.
-inline bool ipv4_hdr20_ok(const uint8_t* ip) { return ipv4_sum20(ip) % 0xffff == 0; }
+// 4), is a multiple of 0xffff; a remainder is cheaper than the folds. As
+// 2^16 is 1 modulo 0xffff, an 8-byte load is congruent to the sum of its
+// four words and a carry out of 64 bits to 1: two 8-byte loads and a 4-byte
+// one, three adds and two carries instead of five loads and four adds.
+inline bool ipv4_hdr20_ok(const uint8_t* ip) {
+    uint64_t s;
+    const bool c1 = __builtin_add_overflow(load64(ip), load64(ip + 8), &s);
+    const bool c2 = __builtin_add_overflow(s, uint64_t(load32(ip + 16)) + c1, &s);
+    return (s + c2) % 0xffff == 0;   // after a carry s is below 2^32 + 1: no overflow
+}
 inline uint32_t be32(const uint8_t* p) {
     return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
+
+static_assert(offsetof(rte_mbuf, nb_segs) == offsetof(rte_mbuf, refcnt) + 2 && sizeof(rte_mbuf::refcnt) == 2,
+              "retire_held reads refcnt and nb_segs as one 4-byte word");
 
 // set_link_cut's flags, one per possible port id.
 std::atomic<bool> g_link_cut[RTE_MAX_ETHPORTS];
@@ -117,12 +136,6 @@ std::atomic<bool> g_link_cut[RTE_MAX_ETHPORTS];
 std::string err_name(int rc) {
     const int e = rc < 0 ? -rc : rc;
     return fmt::format("{} ({})", rte_strerror(e), e);
-}
-
-inline uint64_t load64(const uint8_t* p) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
 }
 
 // rx_burst's fast path tests the header bytes that are the same in every
@@ -172,10 +185,18 @@ struct alignas(64) DpdkPort::RxQueue {
     std::vector<rte_mbuf*> keep;     // handed to the engine, freed by rx_release
     std::vector<rte_mbuf*> drop;
     std::vector<uint8_t> scratch;    // burst * slot
-    uint32_t last_src = 0;           // rx_burst's one-entry peer_of cache
-    uint32_t last_peer = kNoPeer;    // (kNoPeer: empty; the table is fixed at construction)
+    uint32_t last_src = 0;           // rx_burst's one-entry peer_of cache: peer_of(last_src),
+    uint32_t last_peer = kNoPeer;    // the table being fixed at construction (0 -> kNoPeer at first)
     FrameMatch match;
     PortStats st;
+    // Released RX-pool mbufs (raw: one direct segment, refcnt 1, what
+    // rte_mbuf_raw_alloc expects) that go back to the pool in one put when
+    // kRxRet have gathered, or at rx_release. The put's fixed part (the
+    // lcore's cache, the flush test, rte_memcpy's size dispatch) was about
+    // half of a two-frame burst's release (117 instructions, about 60 with
+    // it shared by kRxRet frames; round 37). min_pools counts them.
+    uint16_t nret = 0;
+    rte_mbuf* ret[kRxRet];
 };
 
 struct alignas(64) DpdkPort::TxQueue {
@@ -251,7 +272,7 @@ PoolConfig DpdkPort::min_pools(const PortConfig& c) {
     PoolConfig p = c.pools;
     // A per-lcore cache can strand up to 1.5x its size per lcore; count one lcore's worth.
     const uint32_t slack = c.pools.cache * 3 / 2;
-    p.rx_mbufs = uint32_t(c.rx_queues) * (c.rx_desc + c.burst) + slack;
+    p.rx_mbufs = uint32_t(c.rx_queues) * (c.rx_desc + c.burst + kRxRet) + slack;
     p.hdr_mbufs = uint32_t(c.tx_queues) * (c.tx_desc + kTxChunk) + slack;
     p.ext_mbufs = uint32_t(c.tx_queues) * (c.tx_desc + kTxExtMax) + slack;
     return p;
@@ -811,23 +832,65 @@ struct RxHdr {
 
 }  // namespace
 
+// What the PMD received into our RX pool, one direct segment held by us
+// alone (every frame over memif or a NIC), goes back to the pool unchecked
+// through rq.ret: rte_pktmbuf_free_bulk's per-mbuf generality (refcount
+// update, detach, chain walk, a pool test per mbuf) was about 40
+// instructions per frame at a memif receiver (doc/performance.md 7.3).
+// Anything else (chains, attached or shared mbufs, another pool's: a
+// net_ring peer's TX mbufs) is freed the general way, now.
+[[gnu::always_inline]] inline void DpdkPort::retire_held(RxQueue& rq) noexcept {
+    const uint16_t n = rq.held;
+    rq.held = 0;
+    rte_mbuf** keep = rq.keep.data();
+    size_t nother = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = keep[i];
+        if (!m) continue;   // taken by rx_take
+        // refcnt and nb_segs, adjacent, both 1: one 4-byte test, the same on either byte order.
+        uint32_t refs_segs;
+        std::memcpy(&refs_segs, &m->refcnt, 4);
+        const bool raw = m->pool == rx_pool_ && m->next == nullptr && refs_segs == 0x00010001u && RTE_MBUF_DIRECT(m);
+        if (!raw) [[unlikely]] {
+            rq.drop[nother++] = m;
+            continue;
+        }
+        if (rq.nret == kRxRet) [[unlikely]] {
+            rte_mempool_put_bulk(rx_pool_, reinterpret_cast<void* const*>(rq.ret), kRxRet);
+            rq.nret = 0;
+        }
+        rq.ret[rq.nret++] = m;
+    }
+    if (nother) rte_pktmbuf_free_bulk(rq.drop.data(), unsigned(nother));
+}
+
 size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     RxQueue& rq = *rxq_[queue];
-    if (rq.held) rx_release(queue);
-    PortStats& st = rq.st;
+    if (rq.held) retire_held(rq);
     const uint16_t want = uint16_t(std::min<size_t>(max, cfg_.burst));
     const uint16_t nb = rte_eth_rx_burst(cfg_.port_id, queue, rq.rx.data(), want);
     // A busy poller's most common call: out before the burst's setup (the
-    // frame matcher's copy, the counters; about 40 instructions, round 34).
+    // counters; round 34).
     if (nb == 0) return 0;
+    return rx_frames(rq, out, nb);
+}
+
+// Inlined: out of line (a call and a second prologue) it cost about 22
+// instructions a burst with frames and saved an empty poll nothing, whose
+// saved registers rte_eth_rx_burst's callback path needs anyway (round 37).
+[[gnu::always_inline]] inline size_t DpdkPort::rx_frames(RxQueue& rq, RxPacket* out, uint16_t nb) noexcept {
+    PortStats& st = rq.st;
+    const uint16_t queue = rq.id;
     if (g_link_cut[cfg_.port_id].load(std::memory_order_relaxed)) [[unlikely]] {
-        if (nb) rte_pktmbuf_free_bulk(rq.rx.data(), nb);
+        rte_pktmbuf_free_bulk(rq.rx.data(), nb);
         st.rx_cut += nb;
         return 0;
     }
     const uint32_t local_ip = cfg_.local_ip;
     const uint16_t udp_port = cfg_.udp_port;
-    const FrameMatch match = rq.match;
+    // By reference: the test's loads become the xor's and and's memory
+    // operands; a copy was 13 instructions a call (round 37).
+    const FrameMatch& match = rq.match;
     size_t k = 0, nd = 0;
     uint64_t ce_count = 0, bytes = 0;
     // A datagram of dlen bytes in one span (data2 null) or two, handed over in out[k].
@@ -869,12 +932,16 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
             if (fast && (ck & RTE_MBUF_F_RX_IP_CKSUM_MASK) != RTE_MBUF_F_RX_IP_CKSUM_GOOD)
                 fast = ipv4_hdr20_ok(f + kEth);
             if (fast) {
-                // One-entry cache: a burst mostly comes from one peer.
+                // One-entry cache: a burst mostly comes from one peer. It may
+                // hold an unknown source too (kNoPeer): peer_of's answer,
+                // the table being fixed; rx_classify counts it.
                 const uint32_t src = be32(f + kEth + 12);
-                h.peer = src == rq.last_src ? rq.last_peer : peer_of(src);
-                if (h.peer != kNoPeer) {
+                if (src != rq.last_src) [[unlikely]] {
+                    rq.last_peer = peer_of(src);
                     rq.last_src = src;
-                    rq.last_peer = h.peer;
+                }
+                h.peer = rq.last_peer;
+                if (h.peer != kNoPeer) {
                     const uint32_t dlen = ulen - uint32_t(kUdp);
                     if (m->data_len >= kL2L4 + dlen) [[likely]] {
                         // The whole datagram in this segment: handed over here.
@@ -948,29 +1015,9 @@ rte_mbuf* DpdkPort::rx_take(uint16_t queue, size_t i, uint32_t* payload_off) noe
 
 void DpdkPort::rx_release(uint16_t queue) noexcept {
     RxQueue& rq = *rxq_[queue];
-    const uint16_t n = rq.held;
-    rq.held = 0;
-    if (n == 0) return;
-    // What the PMD received into our RX pool, one direct segment held by us
-    // alone (every frame over memif or a NIC), goes straight back to the pool
-    // in one put: rte_pktmbuf_free_bulk's per-mbuf generality (refcount
-    // update, detach, chain walk, a pool test per mbuf) was about 40
-    // instructions per frame at a memif receiver (doc/performance.md 7.3).
-    // Such an mbuf is what rte_mbuf_raw_alloc expects to find in the pool.
-    // Anything else (chains, attached or shared mbufs, another pool's: a
-    // net_ring peer's TX mbufs) is freed the general way, after.
-    rte_mbuf** keep = rq.keep.data();
-    size_t nraw = 0, nother = 0;
-    for (uint16_t i = 0; i < n; ++i) {
-        rte_mbuf* m = keep[i];
-        if (!m) continue;   // taken by rx_take
-        const bool raw = m->pool == rx_pool_ && m->next == nullptr && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) &&
-                         rte_mbuf_refcnt_read(m) == 1;
-        if (raw) keep[nraw++] = m;
-        else rq.drop[nother++] = m;
-    }
-    if (nraw) rte_mempool_put_bulk(rx_pool_, reinterpret_cast<void* const*>(keep), unsigned(nraw));
-    if (nother) rte_pktmbuf_free_bulk(rq.drop.data(), unsigned(nother));
+    if (rq.held) retire_held(rq);
+    if (rq.nret) rte_mempool_put_bulk(rx_pool_, reinterpret_cast<void* const*>(rq.ret), rq.nret);
+    rq.nret = 0;
 }
 
 size_t DpdkPort::tx_burst_queues(const TxPacket* pkts, size_t n, uint32_t* unsent) noexcept {
@@ -1045,7 +1092,12 @@ uint32_t DpdkPort::tx_payload_held(uint64_t wait_us) noexcept {
 
 PoolUsage DpdkPort::pool_usage() const noexcept {
     PoolUsage u;
-    if (rx_pool_) u.rx = rte_mempool_in_use_count(rx_pool_);
+    if (rx_pool_) {
+        // Released mbufs waiting for their bulk return are as free as the pool's.
+        unsigned ret = 0;
+        for (const auto& r : rxq_) ret += r->nret;
+        u.rx = rte_mempool_in_use_count(rx_pool_) - ret;
+    }
     if (hdr_pool_) {
         // Recycled header mbufs waiting in a TX queue are as free as the pool's.
         unsigned idle = 0;

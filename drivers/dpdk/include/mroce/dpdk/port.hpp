@@ -46,7 +46,7 @@ struct Neighbour {
 // with an unhelpful error. DpdkPort checks the sizes against the queue
 // geometry and names the shortfall.
 struct PoolConfig {
-    uint32_t rx_mbufs = 0;    // >= rx_queues * (rx_desc + burst) + cache slack
+    uint32_t rx_mbufs = 0;    // >= rx_queues * (rx_desc + burst + 32 awaiting return) + cache slack
     uint32_t hdr_mbufs = 0;   // one per frame in flight: >= tx_queues * (tx_desc + burst)
     uint32_t ext_mbufs = 0;   // one per <= 64 KiB payload segment in flight
     uint32_t cache = 0;       // per-lcore cache of each pool (0: none)
@@ -156,8 +156,9 @@ struct PortCaps {
 };
 
 struct PoolUsage {
-    // rte_mempool_in_use_count of each pool; hdr less the recycled header
-    // mbufs the TX queues hold idle (port.cpp, TxQueue)
+    // rte_mempool_in_use_count of each pool; rx less the released mbufs the
+    // RX queues gather for one put (port.cpp, RxQueue::ret), hdr less the
+    // recycled header mbufs the TX queues hold idle (TxQueue)
     unsigned rx = 0, hdr = 0, ext = 0;
     bool operator==(const PoolUsage&) const = default;
 };
@@ -205,6 +206,8 @@ public:
     // two-segment chain) into the chain's second segment; both stay valid until
     // rx_release(queue) (or the next rx_burst on the queue, which releases first).
     size_t rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept;
+    // Frees the last burst, and puts back in the RX pool the mbufs earlier
+    // bursts' releases gathered for one put (see PoolUsage).
     void rx_release(uint16_t queue) noexcept;
     // Pipeline arrangement (deferred placement): takes datagram i of the last
     // rx_burst(queue) out of what rx_release frees; the caller owns the mbuf
@@ -260,6 +263,8 @@ private:
     size_t rx_burst_each(RxPacket* out, size_t max) noexcept;
     void build_templates();
     size_t recycle_sent(TxQueue& tq, size_t sent) noexcept;
+    void retire_held(RxQueue& rq) noexcept;
+    size_t rx_frames(RxQueue& rq, RxPacket* out, uint16_t nb) noexcept;
     void build_peer_index();
 
     PortConfig cfg_;
