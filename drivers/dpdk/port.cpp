@@ -552,20 +552,6 @@ uint32_t DpdkPort::peer_of(uint32_t ip) const noexcept {
     return kNoPeer;
 }
 
-namespace {
-
-// Our reference on a header mbuf the PMD held after the burst, dropped:
-// never the chain after it (the PMD frees that with its own).
-[[gnu::noinline, gnu::cold]] void drop_own_ref(rte_mbuf* m) noexcept {
-    if (__atomic_load_n(&m->refcnt, __ATOMIC_ACQUIRE) == 1) {
-        m->next = nullptr;
-        m->nb_segs = 1;
-    }
-    rte_pktmbuf_free_seg(m);
-}
-
-}  // namespace
-
 // After a burst sent with a reference of ours on each header mbuf, when one
 // was a chain's or the PMD still holds one: hdr[0, sent) compacted to those
 // the PMD let go of (refcnt 1, read with acquire: its reads of the frame are
@@ -580,8 +566,11 @@ size_t DpdkPort::recycle_sent(TxQueue& tq, size_t sent) noexcept {
             m->nb_segs = 1;
             tq.hdr[k++] = m;
         } else {
+            // Our reference dropped, never the chain after it (the PMD frees
+            // that with its own): rte_pktmbuf_free_seg unlinks a segment it
+            // frees, so a PMD that let go meanwhile leaves nothing dangling.
             tq.recycle = false;
-            drop_own_ref(m);
+            rte_pktmbuf_free_seg(m);
         }
     }
     return k;
