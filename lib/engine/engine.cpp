@@ -1239,6 +1239,7 @@ Status Engine::path_stats(uint32_t id, uint16_t path, PathStats& out) const {
     out.srtt = p.srtt;
     out.rttvar = p.rttvar;
     out.rto = p.rto;
+    out.reorder_mult = p.reo_mult;
     if (path < c->rx_paths.size()) {
         out.rx_packets = c->rx_paths[path].rx_packets;
         out.rx_ce = c->rx_paths[path].rx_ce;

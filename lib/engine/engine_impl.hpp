@@ -71,6 +71,10 @@ struct TxPath {
     // left at tlp_at, which R-TIMER-9's silence also counts from: a probe in
     // flight is the path's own question, its answer not yet due.
     uint8_t tlp_count = 0;
+    // R-TIMER-9: loss recoveries left before reo_mult returns to 1 (RFC 8985's
+    // reo_wnd_persist), so that one episode of late packets does not slow the
+    // path's loss detection for the rest of the connection.
+    uint8_t reo_persist = 0;
     uint32_t tlp_una = 0;
     Time tlp_at = 0;
     // R-TIMER-7: while a timeout is pending, [rto_psn, rto_end) are the PSNs
@@ -115,6 +119,16 @@ struct TxPath {
     bool plan_kept = false;
     void replan() { plan_kept = false; }
     Time sched_timer = 0;        // the timer a send arms: now + RTO, or the probe time (R-TIMER-8); 0: not worked out yet this burst
+    // R-TIMER-9: evidence that a packet declared lost was late, not lost.
+    void reo_late() noexcept {
+        reo_mult = std::min<uint32_t>(8, 2 * reo_mult);
+        reo_persist = kReoPersist;
+    }
+    // R-TIMER-9: the path declared losses (an ACK's, a silence, a timeout).
+    void reo_recovered() noexcept {
+        if (reo_mult > 1 && --reo_persist == 0) reo_mult = 1;
+    }
+    static constexpr uint8_t kReoPersist = 16;
     std::array<PathTxSlot, kPathRing> ring{};
 
 private:

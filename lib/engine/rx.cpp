@@ -1517,7 +1517,12 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
     if (newly | heard) {
         p.silent_rounds = 0;
         p.last_heard = now;
-        if (heard) p.reo_mult = std::min<uint32_t>(8, 2 * p.reo_mult);  // it was late, not lost
+    }
+    if (heard | (losses != 0)) [[unlikely]] {
+        if (heard)
+            p.reo_late();  // it was late, not lost
+        else
+            p.reo_recovered();
     }
     c.acked_sent = acked_sent;
     // R-TIMER-9: a path found overdue waited for this evidence.

@@ -1119,6 +1119,7 @@ void Engine::Impl::path_timeout(Conn& c, uint16_t pi, Time now) {
     if (p.snd_nxt - p.rto_psn >= kPathRing) p.rto_pending = false;
     // R-TIMER-2: everything in flight on the path is resent elsewhere.
     for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) declare_lost(c, p, psn);
+    p.reo_recovered();
     c.unsettled -= p.snd_nxt - p.snd_una;
     while (p.snd_una != p.snd_nxt) {
         p.ring[p.snd_una & (kPathRing - 1)].state = TxSlotState::empty;
@@ -1179,6 +1180,7 @@ void Engine::Impl::path_silent(Conn& c, uint16_t pi, Time now) {
     const uint32_t una = p.snd_una;  // as an ACK that showed this hole would report it
     declare_lost(c, p, p.snd_una);
     ++p.st.losses;
+    p.reo_recovered();
     const uint16_t losses = 1;
     advance_una(p, c.unsettled);
     CcFeedback f;

@@ -498,6 +498,75 @@ TEST_CASE("a delayed ACK's spurious timeout is undone: window restored, retransm
     p.link->finish_placements(true);  // no copy may outlive the buffers above
 }
 
+// R-TIMER-9: the reordering multiplier that a spurious timeout doubled (the
+// late ACKs were evidence of delay, not loss) returns to 1 after 16 loss
+// recoveries with nothing late between (RFC 8985's reo_wnd_persist). Before,
+// it only grew: one episode of late ACKs slowed the path's silence detection
+// for the rest of the connection.
+TEST_CASE("the reordering multiplier returns to 1 after 16 recoveries with nothing late (R-TIMER-9)",
+          "[engine][timer][undo][silence]") {
+    EngineConfig cfg = one_path_slow_rto(false);
+    cfg.fail_after_timeouts = 10;
+    Pair p(cfg);
+    p.stream(4);
+    const size_t kLen = 64 * 65536;
+    WriteBuffers wb(p, kLen, 13);
+    bool hold = false;
+    Time release = 0;
+    int drop_countdown = 0;  // the data packet to lose for good, counted down from a batch's start
+    auto is_ack = [](const TxPacket& t) { return t.hdr[1] == uint8_t(wire::PacketType::ack); };
+    p.link->delay_if = [&](int from, const TxPacket& t) -> Time {
+        return hold && from == 1 && is_ack(t) && p.link->now < release ? release - p.link->now : 0;
+    };
+    p.link->drop_if = [&](int from, const TxPacket& t) {
+        return from == 0 && is_data(t) && drop_countdown > 0 && --drop_countdown == 0;
+    };
+    auto batch = [&] {
+        std::fill(wb.dst.begin(), wb.dst.end(), 0);
+        p.post_writes(4, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+        auto got = p.wait(*p.a, p.cqa, 64);
+        REQUIRE(got.size() == 64);
+        for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+        REQUIRE(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    };
+    PathStats ps;
+    batch();
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    REQUIRE(ps.reorder_mult == 1);
+    // ACKs held past the RTO, then delivered: the timeout is undone, m doubles.
+    hold = true;
+    release = p.link->now + 250'000;
+    std::fill(wb.dst.begin(), wb.dst.end(), 0);
+    p.post_writes(4, wb.ms, wb.src.data(), wb.md, wb.dst.data(), 64, 65536);
+    auto got = p.wait(*p.a, p.cqa, 64);
+    REQUIRE(got.size() == 64);
+    for (auto& c : got) REQUIRE(c.status == WcStatus::success);
+    REQUIRE(std::memcmp(wb.src.data(), wb.dst.data(), kLen) == 0);
+    hold = false;
+    REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+    REQUIRE(ps.spurious_timeouts == 1);
+    REQUIRE(ps.reorder_mult == 2);
+    // Then one data packet of each batch lost for good: each found by SACK
+    // (R-SACK-4), a recovery with nothing late. m stays 2 through 15 and is
+    // back to 1 at the 16th.
+    const PathStats at = ps;
+    for (int round = 0; round < 24 && ps.reorder_mult != 1; ++round) {
+        drop_countdown = 10;
+        batch();
+        REQUIRE(drop_countdown == 0);
+        REQUIRE(p.a->path_stats(p.ca, 0, ps) == Status::ok);
+        const uint64_t recoveries = (ps.losses - at.losses) + (ps.timeouts - at.timeouts);
+        INFO("round " << round << ": losses " << (ps.losses - at.losses) << ", timeouts "
+                      << (ps.timeouts - at.timeouts) << ", m " << ps.reorder_mult);
+        REQUIRE(ps.spurious_timeouts == 1);  // nothing late since
+        if (recoveries < 16) CHECK(ps.reorder_mult == 2);
+    }
+    INFO("losses " << (ps.losses - at.losses) << ", timeouts " << (ps.timeouts - at.timeouts));
+    CHECK(ps.reorder_mult == 1);
+    CHECK(ps.losses - at.losses + ps.timeouts - at.timeouts == 16);  // one recovery per lost packet
+    p.link->finish_placements(true);  // no copy may outlive the buffers above
+}
+
 TEST_CASE("lost ACKs of a path's last flight cost one tail-loss probe, not a timeout (R-TIMER-8)",
           "[engine][timer][tlp]") {
     const bool pipeline = GENERATE(false, true);

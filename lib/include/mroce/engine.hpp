@@ -184,6 +184,7 @@ struct PathStats {
     uint64_t spurious_timeouts = 0;  // timeouts a late ACK proved spurious, window restored (R-TIMER-7)
     uint64_t tail_probes = 0;   // tail-loss probes sent on this path (R-TIMER-8)
     uint64_t silences = 0;      // times the path fell silent while its siblings were acked (R-TIMER-9)
+    uint32_t reorder_mult = 1;  // R-TIMER-9's reordering multiplier now: 1, 2, 4 or 8
     uint64_t redundant = 0;     // redundant copies of unacknowledged CSNs sent on this path (R-TIMER-10)
     uint64_t ce_marks = 0;      // CE echoed for this path
     uint64_t rerouted = 0;      // times its entropy was changed (R-SCHED-5)
