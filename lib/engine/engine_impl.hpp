@@ -775,6 +775,15 @@ struct Engine::Impl {
     // timer, its sends arm theirs) gets that timeout armed instead of a
     // look: the same timer conn_timers would schedule, at last_rx +
     // conn_timeout (fired no later than a look would find it due).
+    // Armed, not yet placed (round 38, doc/performance.md 7.1): the wheel
+    // node waits for the connection's transmit visit, where the post's
+    // send arms an earlier timer and places the node once (arm places it
+    // at the earliest of both), or a visit that sends nothing places it at
+    // the timeout (place_deferred). Placed at once, it was placed far out,
+    // moved to the send timer and, after the ACK, cancelled: one wheel
+    // placement fewer per message alone. A timeout already due (a peer
+    // silent past it) is placed at once, so the next burst's timer pass
+    // finds it before anything is sent, as before.
     [[gnu::always_inline]] void wake_post(Conn& c) {
         if (c.awake()) [[likely]]
             return;
@@ -784,10 +793,27 @@ struct Engine::Impl {
                 ready.push_back(c.idx);
             }
             c.silence_wait = TimerWheel::kNever;  // as a look leaves it with no path in flight
-            arm(c, c.last_rx + cfg.conn_timeout);
+            const Time due = c.last_rx + cfg.conn_timeout;
+            if (due > last_now) [[likely]] {
+                c.in_timed = true;  // awake: later inputs need not wake it
+                c.timer_due = due;  // off the wheel, it was kNever
+                return;
+            }
+            arm(c, due);
             return;
         }
         wake_slow(c);
+    }
+    // A node armed by wake_post and not placed since (in_timed, not on the
+    // wheel: outside a timer pass, only wake_post leaves a node so). On the
+    // ready list until its transmit visit places it (place_deferred);
+    // next_deadline and tx_pending count its timer meanwhile.
+    static bool deferred(const Conn& c) { return c.in_timed && !c.tnode.linked(); }
+    // The end of a transmit visit (every way out of it): a deferred node
+    // no send placed goes on the wheel at its timeout.
+    [[gnu::always_inline]] void place_deferred(Conn& c) {
+        if (deferred(c)) [[unlikely]]
+            place_node(c, c.timer_due);
     }
     // No timer of c but R-CONN-6's can be due, whatever it has outstanding:
     // what wants_timer asks of the paths, with no RNR or peer-gone wait.
@@ -818,9 +844,12 @@ struct Engine::Impl {
     // A timer of c due at t: the connection's wheel node moves earlier if
     // needed (O(1)); a later t is found when the node fires and the
     // connection's timers are looked at again (conn_timers).
+    // Placed at timer_due after the update, not at t: the same where the
+    // node is on the wheel (due no later than timer_due), and a deferred
+    // node (wake_post) keeps its R-CONN-6 timeout when t is later.
     void arm(Conn& c, Time t) {
         if (t < c.timer_due) c.timer_due = t;
-        place_node(c, t);
+        place_node(c, c.timer_due);
     }
     // Parked off the ready list by its pacer until t: the node fires then
     // only to put it back on the ready list (its timers are not looked at
@@ -837,8 +866,11 @@ struct Engine::Impl {
         if (t < next_timer) next_timer = t;
     }
     static bool wants_tx(const Conn& c) {
-        return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing ||
-               (c.state == ConnState::established && c.has_sendable());
+        return wants_tx_other(c) || (c.state == ConnState::established && c.has_sendable());
+    }
+    // wants_tx but for data (tx keeps that term itself across a visit).
+    static bool wants_tx_other(const Conn& c) {
+        return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing;
     }
     static bool wants_timer(const Conn& c) {
         if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
