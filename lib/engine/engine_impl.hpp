@@ -805,12 +805,13 @@ struct Engine::Impl {
         wake_slow(c);
     }
     // A node armed by wake_post and not placed since (in_timed, not on the
-    // wheel: outside a timer pass, only wake_post leaves a node so). On the
-    // ready list until its transmit visit places it (place_deferred);
-    // next_deadline and tx_pending count its timer meanwhile.
+    // wheel: outside a timer pass, only wake_post leaves a node so). It
+    // stays on the ready list until a send places it (arm) or tx drops or
+    // parks it (place_deferred); next_deadline and tx_pending count its
+    // timer meanwhile (Engine::self_check tests that no other state occurs).
     static bool deferred(const Conn& c) { return c.in_timed && !c.tnode.linked(); }
-    // The end of a transmit visit (every way out of it): a deferred node
-    // no send placed goes on the wheel at its timeout.
+    // A connection leaving the ready list: a deferred node that no send
+    // placed goes on the wheel at its timeout.
     [[gnu::always_inline]] void place_deferred(Conn& c) {
         if (deferred(c)) [[unlikely]]
             place_node(c, c.timer_due);

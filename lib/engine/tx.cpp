@@ -182,10 +182,7 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         if (c->state != ConnState::established) [[unlikely]] {  // one test for the common case
             if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
                 close_conn(*c);  // peer-initiated close: our DISCONNECT_ACK is out
-            if (c->state != ConnState::closing) {
-                place_deferred(*c);
-                continue;
-            }
+            if (c->state != ConnState::closing) continue;
         }
         // Data first, then the connection's ACKs, in room kept for them
         // (never crowded out): an answer to what the ACK acknowledges leaves
@@ -243,15 +240,16 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
                 }
             }
         }
-        place_deferred(*c);  // before park_paced, which places no later than the pacer's release
         if (!sendable && !wants_tx_other(*c)) {  // !wants_tx(*c): emit_ack changes no data term
             c->in_ready = false;
+            place_deferred(*c);
             ready[pos] = kGone;
         } else if (data_held && c->ctrl.empty() && !c->acks_pending && c->state == ConnState::established) {
             // Only data left, and it cannot go now: parked off the ready list
             // (issue 22), so passes cost nothing for it. An ACK (rx wakes)
             // opens a window; the pacer's release time is a wheel timer.
             c->in_ready = false;
+            place_deferred(*c);  // before park_paced, which places no later than the pacer's release
             ready[pos] = kGone;
             if (cfg.rate_hints && !c->pacer.allow(now, c->seg)) {
                 // A connection paced so slowly that a packet's worth of
