@@ -240,16 +240,17 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
                 }
             }
         }
+        // A deferred node that no send of this visit placed goes on the wheel
+        // (before park_paced, which places no later than the pacer's release).
+        place_deferred(*c);
         if (!sendable && !wants_tx_other(*c)) {  // !wants_tx(*c): emit_ack changes no data term
             c->in_ready = false;
-            place_deferred(*c);
             ready[pos] = kGone;
         } else if (data_held && c->ctrl.empty() && !c->acks_pending && c->state == ConnState::established) {
             // Only data left, and it cannot go now: parked off the ready list
             // (issue 22), so passes cost nothing for it. An ACK (rx wakes)
             // opens a window; the pacer's release time is a wheel timer.
             c->in_ready = false;
-            place_deferred(*c);  // before park_paced, which places no later than the pacer's release
             ready[pos] = kGone;
             if (cfg.rate_hints && !c->pacer.allow(now, c->seg)) {
                 // A connection paced so slowly that a packet's worth of
