@@ -753,20 +753,33 @@ struct Engine::Impl {
             return;
         wake_slow(c);
     }
+    // Round 38: the wheel's placement (wake_timed) and the ready vector's
+    // growth (wake_grow) out of line, so that the common wake (a datagram
+    // for a connection with its node on the wheel: the ready list alone)
+    // saves no registers (it saved six, 14 of its 29 instructions).
+    // (GCC folds push_back's own capacity test into the one here, so no
+    // reallocation is left inline; the growth is a tail call that
+    // finishes the wake.)
     [[gnu::noinline]] void wake_slow(Conn& c) {
-        const uint32_t idx = c.idx;
         if (!c.in_ready) {
             c.in_ready = true;
-            ready.push_back(idx);
+            if (ready.size() == ready.capacity()) [[unlikely]]
+                return wake_grow(c);
+            ready.push_back(c.idx);
         }
-        if (!c.in_timed) {
-            c.in_timed = true;
-            // Its timers are looked at in the next timer pass (as any due
-            // node's): the node is due now, but next_timer stays, so a wake
-            // alone (an API call) never makes the engine's deadline now.
-            c.timer_due = last_now;
-            wheel.schedule(c.tnode, last_now);
-        }
+        if (!c.in_timed) wake_timed(c);
+    }
+    [[gnu::noinline]] void wake_grow(Conn& c) {
+        ready.push_back(c.idx);
+        if (!c.in_timed) wake_timed(c);
+    }
+    [[gnu::noinline]] void wake_timed(Conn& c) {
+        c.in_timed = true;
+        // Its timers are looked at in the next timer pass (as any due
+        // node's): the node is due now, but next_timer stays, so a wake
+        // alone (an API call) never makes the engine's deadline now.
+        c.timer_due = last_now;
+        wheel.schedule(c.tnode, last_now);
     }
     // post_send's wake (issue 24, latency: a ping-pong's every message). A
     // connection off the wheel whose look would find, besides the post's
