@@ -861,12 +861,14 @@ struct Engine::Impl {
     // A timer of c due at t: the connection's wheel node moves earlier if
     // needed (O(1)); a later t is found when the node fires and the
     // connection's timers are looked at again (conn_timers).
-    // Placed at timer_due after the update, not at t: the same where the
-    // node is on the wheel (due no later than timer_due), and a deferred
-    // node (wake_post) keeps its R-CONN-6 timeout when t is later.
+    // A node off the wheel goes at timer_due after the update: t, but for
+    // a deferred node (wake_post), which keeps its R-CONN-6 timeout where t
+    // is later. (Not so for a node on it: a wake's node, due now, does not
+    // bring next_timer forward, so an arm after it must lower next_timer
+    // only to t.)
     void arm(Conn& c, Time t) {
         if (t < c.timer_due) c.timer_due = t;
-        place_node(c, c.timer_due);
+        place_node(c, c.tnode.linked() ? t : c.timer_due);
     }
     // Parked off the ready list by its pacer until t: the node fires then
     // only to put it back on the ready list (its timers are not looked at
