@@ -1018,6 +1018,7 @@ struct Engine::Impl {
     size_t tx(TxPacket* out, size_t max, Time now, bool acks = true);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     size_t emit_ack(Conn& c, uint16_t path, TxPacket* out, size_t room);
+    [[gnu::noinline]] size_t emit_ack_copy(Conn& c, uint16_t route, TxPacket* out);
     void plan_paths(Conn& c, Time now);
     // Out of line: inlined into tx() it cost a message alone 8 instructions
     // more (doc/performance.md 7.1, round 15).

@@ -431,14 +431,22 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     // flight's tail there is none before the tail-loss probe. The copy counts
     // no CE mark and no packet twice.
     if (!news || !c.red || room < 2) return 1;
+    return emit_ack_copy(c, route, out);
+}
+
+// R-TIMER-10 (c)'s copy of the ACK in out[0], into out[1]. Out of line and
+// from the original's bytes (round 38): built from emit_ack's header
+// structs, it kept them and six registers alive across every ACK.
+size_t Engine::Impl::emit_ack_copy(Conn& c, uint16_t route, TxPacket* out) {
     const uint16_t other = live_path(c, uint16_t(route + 1));
     if (other == route) return 1;  // one live route: the copy would share the original's fate
-    a.ce_count = 0;
-    a.rx_count = 0;
-    a.ack_flags = 0;
     TxPacket& d = out[1];
-    const size_t dl = wire::encode_ack({d.hdr, sizeof d.hdr}, h, a);
-    fill_tx(d, c, other, dl);
+    std::memcpy(d.hdr, out[0].hdr, wire::kAckLen);
+    // No CE count, packet count or flag (wire::detail::encode_ack_fields' offsets).
+    wire::detail::put16(d.hdr + 28, 0);
+    wire::detail::put16(d.hdr + 30, 0);
+    wire::detail::put8(d.hdr + 36, 0);
+    fill_tx(d, c, other, wire::kAckLen);
     ++c.st.ack_copies;
     return 2;
 }
