@@ -161,6 +161,16 @@ size_t Engine::self_check() const {
                 ++bad;
         }
         if (unsettled != c->unsettled) ++bad;
+        // Timers: a node on the wheel is the connection's (in_timed) and due
+        // no later than its timers; one off it with in_timed set is
+        // wake_post's, not placed yet (round 38), so on the ready list with
+        // its R-CONN-6 timeout in timer_due; a connection whose timers
+        // matter (wants_timer) has its node one way or the other.
+        const Time due = std::min(c->timer_due, c->pacer_due);
+        if (c->tnode.linked() ? !c->in_timed || c->tnode.due > due
+                              : c->in_timed && (!c->in_ready || c->timer_due == TimerWheel::kNever))
+            ++bad;
+        if (Impl::wants_timer(*c) && !c->in_timed) ++bad;
     }
     return bad;
 }

@@ -767,20 +767,33 @@ struct Engine::Impl {
             return;
         wake_slow(c);
     }
+    // Round 38: the wheel's placement (wake_timed) and the ready vector's
+    // growth (wake_grow) out of line, so that the common wake (a datagram
+    // for a connection with its node on the wheel: the ready list alone)
+    // saves no registers (it saved six, 14 of its 29 instructions).
+    // (GCC folds push_back's own capacity test into the one here, so no
+    // reallocation is left inline; the growth is a tail call that
+    // finishes the wake.)
     [[gnu::noinline]] void wake_slow(Conn& c) {
-        const uint32_t idx = c.idx;
         if (!c.in_ready) {
             c.in_ready = true;
-            ready.push_back(idx);
+            if (ready.size() == ready.capacity()) [[unlikely]]
+                return wake_grow(c);
+            ready.push_back(c.idx);
         }
-        if (!c.in_timed) {
-            c.in_timed = true;
-            // Its timers are looked at in the next timer pass (as any due
-            // node's): the node is due now, but next_timer stays, so a wake
-            // alone (an API call) never makes the engine's deadline now.
-            c.timer_due = last_now;
-            wheel.schedule(c.tnode, last_now);
-        }
+        if (!c.in_timed) wake_timed(c);
+    }
+    [[gnu::noinline]] void wake_grow(Conn& c) {
+        ready.push_back(c.idx);
+        if (!c.in_timed) wake_timed(c);
+    }
+    [[gnu::noinline]] void wake_timed(Conn& c) {
+        c.in_timed = true;
+        // Its timers are looked at in the next timer pass (as any due
+        // node's): the node is due now, but next_timer stays, so a wake
+        // alone (an API call) never makes the engine's deadline now.
+        c.timer_due = last_now;
+        wheel.schedule(c.tnode, last_now);
     }
     // post_send's wake (issue 24, latency: a ping-pong's every message). A
     // connection off the wheel whose look would find, besides the post's
@@ -789,6 +802,15 @@ struct Engine::Impl {
     // timer, its sends arm theirs) gets that timeout armed instead of a
     // look: the same timer conn_timers would schedule, at last_rx +
     // conn_timeout (fired no later than a look would find it due).
+    // Armed, not yet placed (round 38, doc/performance.md 7.1): the wheel
+    // node waits for the connection's transmit visit, where the post's
+    // send arms an earlier timer and places the node once (arm places it
+    // at the earliest of both), or a visit that sends nothing places it at
+    // the timeout (place_deferred). Placed at once, it was placed far out,
+    // moved to the send timer and, after the ACK, cancelled: one wheel
+    // placement fewer per message alone. A timeout already due (a peer
+    // silent past it) is placed at once, so the next burst's timer pass
+    // finds it before anything is sent, as before.
     [[gnu::always_inline]] void wake_post(Conn& c) {
         if (c.awake()) [[likely]]
             return;
@@ -798,10 +820,31 @@ struct Engine::Impl {
                 ready.push_back(c.idx);
             }
             c.silence_wait = TimerWheel::kNever;  // as a look leaves it with no path in flight
-            arm(c, c.last_rx + cfg.conn_timeout);
+            const Time due = c.last_rx + cfg.conn_timeout;
+            if (due > last_now) [[likely]] {
+                c.in_timed = true;  // awake: later inputs need not wake it
+                c.timer_due = due;  // off the wheel, it was kNever
+                return;
+            }
+            arm(c, due);
             return;
         }
         wake_slow(c);
+    }
+    // A node armed by wake_post and not placed since (in_timed, not on the
+    // wheel: outside a timer pass, only wake_post leaves a node so). It
+    // stays on the ready list until a send places it (arm) or the end of
+    // its transmit visit does (place_deferred); next_deadline and
+    // tx_pending count its timer meanwhile (Engine::self_check tests that
+    // no other state occurs).
+    static bool deferred(const Conn& c) { return c.in_timed && !c.tnode.linked(); }
+    // The end of a transmit visit (and tx's drop of a connection with
+    // nothing to do): a deferred node no send placed goes on the wheel at
+    // its timeout. In a visit with room only for ACKs, the next visit's
+    // send moves it earlier (the churn this saves in the common case).
+    [[gnu::always_inline]] void place_deferred(Conn& c) {
+        if (deferred(c)) [[unlikely]]
+            place_node(c, c.timer_due);
     }
     // No timer of c but R-CONN-6's can be due, whatever it has outstanding:
     // what wants_timer asks of the paths, with no RNR or peer-gone wait.
@@ -832,9 +875,14 @@ struct Engine::Impl {
     // A timer of c due at t: the connection's wheel node moves earlier if
     // needed (O(1)); a later t is found when the node fires and the
     // connection's timers are looked at again (conn_timers).
+    // A node off the wheel goes at timer_due after the update: t, but for
+    // a deferred node (wake_post), which keeps its R-CONN-6 timeout where t
+    // is later. (Not so for a node on it: a wake's node, due now, does not
+    // bring next_timer forward, so an arm after it must lower next_timer
+    // only to t.)
     void arm(Conn& c, Time t) {
         if (t < c.timer_due) c.timer_due = t;
-        place_node(c, t);
+        place_node(c, c.tnode.linked() ? t : c.timer_due);
     }
     // Parked off the ready list by its pacer until t: the node fires then
     // only to put it back on the ready list (its timers are not looked at
@@ -851,8 +899,11 @@ struct Engine::Impl {
         if (t < next_timer) next_timer = t;
     }
     static bool wants_tx(const Conn& c) {
-        return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing ||
-               (c.state == ConnState::established && c.has_sendable());
+        return wants_tx_other(c) || (c.state == ConnState::established && c.has_sendable());
+    }
+    // wants_tx but for data (tx keeps that term itself across a visit).
+    static bool wants_tx_other(const Conn& c) {
+        return !c.ctrl.empty() || c.acks_pending || c.state == ConnState::closing;
     }
     static bool wants_timer(const Conn& c) {
         if (c.state == ConnState::connecting || c.state == ConnState::closing) return true;
@@ -981,6 +1032,7 @@ struct Engine::Impl {
     size_t tx(TxPacket* out, size_t max, Time now, bool acks = true);
     bool emit_ctrl(Conn& c, TxPacket& o, Time now);
     size_t emit_ack(Conn& c, uint16_t path, TxPacket* out, size_t room);
+    [[gnu::noinline]] size_t emit_ack_copy(Conn& c, uint16_t route, TxPacket* out);
     void plan_paths(Conn& c, Time now);
     // Out of line: inlined into tx() it cost a message alone 8 instructions
     // more (doc/performance.md 7.1, round 15).

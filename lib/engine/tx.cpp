@@ -102,6 +102,7 @@ bool Engine::tx_pending(Time now) const {
     for (const uint32_t idx : I.ready) {
         const Conn* c = idx == Impl::kGone ? nullptr : I.conns[idx];
         if (!c) continue;
+        if (Impl::deferred(*c) && now >= c->timer_due) return true;  // its node is not on the wheel yet
         if (!c->ctrl.empty()) return true;
         if (c->acks_pending)
             for (const RxPath& rp : c->rx_paths)
@@ -122,6 +123,7 @@ Time Engine::Impl::deadline(Time now) const {
     for (const uint32_t idx : ready) {
         const Conn* c = idx == kGone ? nullptr : conns[idx];
         if (!c) continue;
+        if (deferred(*c)) t = std::min(t, c->timer_due);  // its node is not on the wheel yet (wake_post)
         if (!c->ctrl.empty()) return now;
         if (c->acks_pending) {
             for (const RxPath& rp : c->rx_paths) {
@@ -159,8 +161,15 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
     for (; k < nc && n < max; ++k) {
         const size_t pos = (rr_conn + k) % nc;
         Conn* c = ready[pos] == kGone ? nullptr : conns[ready[pos]];
-        if (!c || !wants_tx(*c)) {
-            if (c) c->in_ready = false;
+        // wants_tx's data term, worked out once per visit and kept up to
+        // date below where the visit can change it (round 38: a lone
+        // message's two visits asked has_sendable five times).
+        bool sendable = c && c->state == ConnState::established && c->has_sendable();
+        if (!c || !(sendable || wants_tx_other(*c))) {
+            if (c) {
+                c->in_ready = false;
+                place_deferred(*c);
+            }
             ready[pos] = kGone;
             continue;
         }
@@ -168,6 +177,7 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
             while (n < max && !c->ctrl.empty()) {
                 if (emit_ctrl(*c, out[n], now)) ++n;
             }
+            sendable = c->state == ConnState::established && c->has_sendable();
         }
         if (c->state != ConnState::established) [[unlikely]] {  // one test for the common case
             if (c->state == ConnState::closing && c->ctrl_retries >= 1000 && c->ctrl.empty())
@@ -180,8 +190,7 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
         bool data_held = false;  // stopped by a window or the pacer, not by the burst's room
         // The room worked out only where there is data (not in an ACK's pass).
         size_t data_max;
-        if (c->state == ConnState::established && c->has_sendable() &&
-            n < (data_max = max - std::min<size_t>(max - n, acks ? c->acks_pending : 0))) {
+        if (sendable && n < (data_max = max - std::min<size_t>(max - n, acks ? c->acks_pending : 0))) {
             plan_paths(*c, now);
             while (n < data_max) {
                 bool blocked = false;
@@ -196,7 +205,10 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
                     // tail probe, no redundancy cursor): the call would return
                     // false with nothing changed, and data_held matters only
                     // while there is data (a ping-pong's one message, issue 24).
-                    if (c->jobs.empty() && c->retx.empty() && c->tlp.empty() && !c->red) break;
+                    if (c->jobs.empty() && c->retx.empty() && c->tlp.empty() && !c->red) {
+                        sendable = false;  // has_sendable's every term is false
+                        break;
+                    }
                     continue;
                 }
                 if (!emit_data(*c, out[n], now)) {
@@ -205,6 +217,7 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
                 }
                 ++n;
             }
+            if (sendable) sendable = c->has_sendable();  // still established: sends change no state
         }
         if (c->acks_pending && acks) {
             // Up to the last path with one pending: acks_pending counts the rx
@@ -227,7 +240,10 @@ size_t Engine::Impl::tx(TxPacket* out, size_t max, Time now, bool acks) {
                 }
             }
         }
-        if (!wants_tx(*c)) {
+        // A deferred node that no send of this visit placed goes on the wheel
+        // (before park_paced, which places no later than the pacer's release).
+        place_deferred(*c);
+        if (!sendable && !wants_tx_other(*c)) {  // !wants_tx(*c): emit_ack changes no data term
             c->in_ready = false;
             ready[pos] = kGone;
         } else if (data_held && c->ctrl.empty() && !c->acks_pending && c->state == ConnState::established) {
@@ -415,14 +431,22 @@ size_t Engine::Impl::emit_ack(Conn& c, uint16_t pi, TxPacket* out, size_t room) 
     // flight's tail there is none before the tail-loss probe. The copy counts
     // no CE mark and no packet twice.
     if (!news || !c.red || room < 2) return 1;
+    return emit_ack_copy(c, route, out);
+}
+
+// R-TIMER-10 (c)'s copy of the ACK in out[0], into out[1]. Out of line and
+// from the original's bytes (round 38): built from emit_ack's header
+// structs, it kept them and six registers alive across every ACK.
+size_t Engine::Impl::emit_ack_copy(Conn& c, uint16_t route, TxPacket* out) {
     const uint16_t other = live_path(c, uint16_t(route + 1));
     if (other == route) return 1;  // one live route: the copy would share the original's fate
-    a.ce_count = 0;
-    a.rx_count = 0;
-    a.ack_flags = 0;
     TxPacket& d = out[1];
-    const size_t dl = wire::encode_ack({d.hdr, sizeof d.hdr}, h, a);
-    fill_tx(d, c, other, dl);
+    std::memcpy(d.hdr, out[0].hdr, wire::kAckLen);
+    // No CE count, packet count or flag (wire::detail::encode_ack_fields' offsets).
+    wire::detail::put16(d.hdr + 28, 0);
+    wire::detail::put16(d.hdr + 30, 0);
+    wire::detail::put8(d.hdr + 36, 0);
+    fill_tx(d, c, other, wire::kAckLen);
     ++c.st.ack_copies;
     return 2;
 }

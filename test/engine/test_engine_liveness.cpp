@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "engine_fixture.hpp"
@@ -180,6 +181,105 @@ TEST_CASE("liveness: one message at a time, timers settled by each ACK: losses s
     ConnStats cs;
     REQUIRE(a.conn_stats(ca, cs) == Status::ok);
     CHECK(cs.error_cause == ConnErrorCause::peer_silent);
+}
+
+// Round 38: a post to an asleep connection arms R-CONN-6's timeout without
+// placing the wheel node; the burst that sends the message places it once
+// (at the send's timer, the earlier), and a burst with room only for an ACK
+// leaves it armed and the connection on the ready list. Engine::self_check
+// tests the kept timer state (a node on the wheel is due no later than the
+// connection's timers; one not placed belongs to a connection on the ready
+// list with its timeout kept; one whose timers matter has a node) at every
+// step, and a peer gone silent still fails the connection in time.
+TEST_CASE("liveness: a post to an asleep connection keeps its R-CONN-6 timeout through a burst without room "
+          "for it, and each ACK settles the timers again (round 38)",
+          "[engine][liveness]") {
+    EngineConfig cfg;
+    cfg.conn_timeout = 200'000'000;
+    Side sa(cfg, 1 << 16), sb(cfg, 1 << 16);
+    Engine &a = sa.eng, &b = sb.eng;
+    PairLink link(a, b);
+    uint32_t ca = 0, cb = 0;
+    connect_stream(link, sa, sb, 1, ca, cb);
+    size_t bad = 0;
+    auto checked = [&](const std::function<bool()>& pred) {
+        return [&, pred] {
+            bad += a.self_check() + b.self_check();
+            return pred();
+        };
+    };
+    auto completions = [](Side& s) {
+        Completion c[8];
+        size_t n = 0;
+        for (size_t k; (k = s.eng.poll_cq(s.cq, c, 8)) > 0; n += k)
+            for (size_t i = 0; i < k; ++i) REQUIRE(c[i].status == WcStatus::success);
+        return n;
+    };
+    // Messages alone: each post finds the connection asleep (its last ACK
+    // took the node off the wheel), each ACK puts it to sleep again.
+    link.run([] { return false; }, 5'000'000);
+    for (int m = 0; m < 20; ++m) {
+        REQUIRE(a.post_send(ca, 1, write_wr(sa, 64 * size_t(m), 64, sb, 64 * size_t(m), uint64_t(m))) == Status::ok);
+        bad += a.self_check();
+        CHECK(a.tx_pending(link.now));
+        size_t got = 0;
+        REQUIRE(link.run(checked([&] { return (got += completions(sa)) == 1; }), 20'000'000));
+        link.run(checked([] { return false; }), 1'000'000);  // every timer the message armed comes due
+    }
+    // A's post first, then B's WRITE reaches A, then a burst of one packet:
+    // the room is kept for the ACK, so the post's data waits for the next
+    // burst with its timeout armed (the connection stays on the ready list).
+    REQUIRE(b.post_send(cb, 1, write_wr(sb, 8192, 64, sa, 8192, 100)) == Status::ok);
+    TxPacket out[8];
+    REQUIRE(b.tx_burst(out, 8, link.now) == 1);
+    std::vector<uint8_t> wire(out[0].hdr, out[0].hdr + out[0].hdr_len);
+    wire.insert(wire.end(), out[0].payload, out[0].payload + out[0].payload_len);
+    REQUIRE(a.post_send(ca, 1, write_wr(sa, 4096, 64, sb, 4096, 101)) == Status::ok);
+    CHECK(a.self_check() == 0);
+    RxPacket r;
+    r.data = wire.data();
+    r.len = uint32_t(wire.size());
+    r.peer = 1;
+    a.rx_burst(&r, 1, link.now);
+    REQUIRE(a.tx_burst(out, 1, link.now) == 1);
+    CHECK(out[0].hdr[1] == uint8_t(wire::PacketType::ack));
+    CHECK(a.self_check() == 0);
+    CHECK(a.tx_pending(link.now));  // the data, next burst
+    CHECK(a.next_deadline(link.now) == link.now);
+    link.send(0, out[0]);
+    size_t got_a = 0, got_b = 0;
+    REQUIRE(link.run(checked([&] {
+                         got_a += completions(sa);
+                         got_b += completions(sb);
+                         return got_a == 1 && got_b == 1;
+                     }),
+                     20'000'000));
+    CHECK(std::memcmp(sb.mem.data() + 4096, sa.mem.data() + 4096, 64) == 0);
+    CHECK(std::memcmp(sa.mem.data() + 8192, sb.mem.data() + 8192, 64) == 0);
+    link.run(checked([] { return false; }), 1'000'000);
+    CHECK(bad == 0);
+    // The same with B silent from then on: the post's data goes at the next
+    // burst, is never acknowledged, and R-CONN-6 fails the connection in time.
+    link.drop_if = [](int from, const TxPacket&) { return from == 1; };
+    REQUIRE(b.post_send(cb, 1, write_wr(sb, 8192 + 64, 64, sa, 8192 + 64, 102)) == Status::ok);
+    REQUIRE(b.tx_burst(out, 8, link.now) == 1);
+    wire.assign(out[0].hdr, out[0].hdr + out[0].hdr_len);
+    wire.insert(wire.end(), out[0].payload, out[0].payload + out[0].payload_len);
+    const Time t0 = link.now;
+    REQUIRE(a.post_send(ca, 1, write_wr(sa, 4096 + 64, 64, sb, 4096 + 64, 103)) == Status::ok);
+    r.data = wire.data();
+    r.len = uint32_t(wire.size());
+    a.rx_burst(&r, 1, link.now);
+    REQUIRE(a.tx_burst(out, 1, link.now) == 1);
+    CHECK(out[0].hdr[1] == uint8_t(wire::PacketType::ack));
+    CHECK(a.self_check() == 0);
+    REQUIRE(link.run(checked([&] { return a.conn_state(ca) == ConnState::error; }), 1'000'000'000));
+    CHECK(link.now - t0 <= cfg.conn_timeout + 10'000'000);
+    CHECK(link.now - t0 >= cfg.conn_timeout - 10'000'000);
+    ConnStats cs;
+    REQUIRE(a.conn_stats(ca, cs) == Status::ok);
+    CHECK(cs.error_cause == ConnErrorCause::peer_silent);
+    CHECK(bad == 0);
 }
 
 TEST_CASE("probing: a failed path backs off, and revives within probe_max_interval (R-PATH-11)",
