@@ -228,7 +228,7 @@ PortStats& PortStats::operator+=(const PortStats& o) noexcept {
     rx_wrong_port += o.rx_wrong_port; rx_wrong_dst += o.rx_wrong_dst;
     rx_bad_length += o.rx_bad_length; rx_bad_cksum += o.rx_bad_cksum;
     rx_fragment += o.rx_fragment; rx_unknown_peer += o.rx_unknown_peer; rx_too_big += o.rx_too_big;
-    tx_packets += o.tx_packets; tx_bytes += o.tx_bytes; tx_bad_peer += o.tx_bad_peer;
+    tx_packets += o.tx_packets; tx_bytes += o.tx_bytes; tx_bursts += o.tx_bursts; tx_bad_peer += o.tx_bad_peer;
     tx_bad_len += o.tx_bad_len; tx_no_mbuf += o.tx_no_mbuf; tx_ring_full += o.tx_ring_full;
     tx_cut += o.tx_cut; rx_cut += o.rx_cut;
     return *this;
@@ -751,6 +751,7 @@ size_t DpdkPort::tx_burst(uint16_t queue, const TxPacket* pkts, size_t n) noexce
         }
         st.tx_bytes += bytes;
         st.tx_packets += sent;
+        st.tx_bursts += nhdr != 0;
         done += consumed;
         if (consumed < take) break;
     }

@@ -124,6 +124,7 @@ struct PortStats {
     uint64_t rx_too_big = 0;       // multi-segment datagram above max_rx_datagram
     uint64_t tx_packets = 0;       // taken by the PMD
     uint64_t tx_bytes = 0;         // UDP payload bytes (mroce header + payload) taken
+    uint64_t tx_bursts = 0;        // PMD transmit calls (rte_eth_tx_burst with frames)
     uint64_t tx_bad_peer = 0;      // peer handle outside the neighbour table: dropped
     uint64_t tx_bad_len = 0;       // hdr_len > 72 or frame above MTU: dropped
     uint64_t tx_no_mbuf = 0;       // bursts refused for lack of mbufs
