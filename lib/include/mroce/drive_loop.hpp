@@ -134,9 +134,8 @@ struct Bursts {
 //    but data ACKs (control answers such as a CONNECT_ACK, data a received
 //    ACK let out): what arrived is acknowledged at the start of the next
 //    pass, right behind whatever the owner posted in between (the answer to
-//    it, taken from the engine without data ACKs first; the ACKs fill the
-//    rest of the same port burst), instead of an ACK burst that delays the
-//    answer by a send, or a port burst of their own after it. The native
+//    it, in a port burst of its own: a transmit without data ACKs first),
+//    instead of an ACK burst that delays the answer by a send. The native
 //    API, whose owner runs between passes. The ACK leaves as soon as the
 //    owner makes the next pass: one that moved anything is followed by the
 //    next without waiting (idle(), the engine's deadline). An engine without
@@ -168,8 +167,6 @@ class DriveLoop {
     static constexpr bool kWaits = requires(P& p, bool a, Time t) { { p.idle(a, t, t) } -> std::convertible_to<bool>; };
     // The engine counts the datagrams that may make more than a data ACK sendable (Engine::rx_may_send).
     static constexpr bool kRxMaySend = requires(const Eng& e) { { e.rx_may_send() } -> std::convertible_to<uint64_t>; };
-    // The engine can hold its data ACKs back for a transmit (TxOrder::before_rx).
-    static constexpr bool kTxAcks = requires(Eng& e, TxPacket* t, size_t n, Time now) { e.tx_burst(t, n, now, false); };
 
 public:
     static constexpr Bursts port_bursts() noexcept {
@@ -209,9 +206,10 @@ public:
         if (order_ == TxOrder::before_rx) {
             hooks.before_tx(now);
             // After a receive that brought anything (whose ACKs were held):
-            // the answer first, then the ACKs behind it in the same port
-            // burst (one driver send per round trip, not two: round 39).
-            moved += transmit(now, true, held_);
+            // the answer in a port burst of its own, then the ACKs, so the
+            // peer may take the answer before the ACK is even built.
+            if (held_) moved += transmit(now, false);
+            moved += transmit(now, true);
             held_ = false;
             // An empty receive changed nothing the first transmit did not
             // drain at this now: a busy poller's empty pass skips the second
@@ -339,9 +337,7 @@ private:
     // one more chance in the next pass; after that the engine's loss recovery
     // owns them, as for any loss.
     // acks false: data ACKs stay in the engine for the next pass (TxOrder::before_rx).
-    // acks_behind (before_rx after a receive): all but data ACKs first (the
-    // owner's answer), then the ACKs in the room left in the same port burst.
-    size_t transmit(Time now, bool acks = true, bool acks_behind = false) {
+    size_t transmit(Time now, bool acks = true) {
         size_t moved = 0;
         if (nretry_) {
             const size_t n = nretry_;
@@ -354,16 +350,11 @@ private:
         for (;;) {
             if constexpr (kTxReady)
                 if (!port_.tx_ready()) break;
-            size_t n = 0;
-            if constexpr (kTxAcks) {
-                if (acks_behind) {
-                    n = eng_.tx_burst(tx_.get(), b_.tx, now, false);
-                    acks_behind = n == b_.tx;   // a full burst: more may come before the ACKs
-                }
-                if (!acks_behind && n < b_.tx) n += eng_.tx_burst(tx_.get() + n, b_.tx - n, now, acks);
-            } else {
+            size_t n;
+            if constexpr (requires(TxPacket* t) { eng_.tx_burst(t, b_.tx, now, acks); })
+                n = eng_.tx_burst(tx_.get(), b_.tx, now, acks);
+            else
                 n = eng_.tx_burst(tx_.get(), b_.tx, now);
-            }
             if (n == 0) break;
             const size_t s = port_.send_burst(tx_.get(), n, unsent_.get());
             moved += n;
