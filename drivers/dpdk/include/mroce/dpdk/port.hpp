@@ -264,6 +264,9 @@ private:
     size_t rx_burst_each(RxPacket* out, size_t max) noexcept;
     void build_templates();
     size_t recycle_sent(TxQueue& tq, size_t sent) noexcept;
+    void build_frame(rte_mbuf* m, const TxPacket& p, uint16_t refs, uint32_t udp_data, uint32_t inline_max) noexcept;
+    [[gnu::noinline]] size_t tx_one(TxQueue& tq, uint16_t queue, const TxPacket* pkts) noexcept;
+    [[gnu::noinline]] size_t tx_chunks(TxQueue& tq, uint16_t queue, const TxPacket* pkts, size_t n) noexcept;
     void retire_held(RxQueue& rq) noexcept;
     size_t rx_frames(RxQueue& rq, RxPacket* out, uint16_t nb) noexcept;
     void build_peer_index();
