@@ -337,6 +337,7 @@ public:
         t.tx_packets = s.tx_packets;
         t.tx_bytes = s.tx_bytes;
         t.tx_errors = s.tx_bad_peer + s.tx_bad_len + s.tx_no_mbuf;
+        t.tx_syscalls = s.tx_bursts;
         t.rx_packets = s.rx_packets;
         t.rx_bytes = s.rx_bytes;
         t.rx_truncated = s.rx_too_big;

@@ -170,6 +170,10 @@ if lat:
                         f"duplicates at the client {js[n][0]['duplicates']}, retransmits {js[n][0]['retransmits']}"
                         for n in (n1, n2)))
         d = per_op(load(f"{t}/cg.{role}.{n1}"), load(f"{t}/cg.{role}.{n2}"))
+        # Driver transmit calls (each one PMD burst here: one plane, one queue, bursts under 32).
+        a, b = f"{t}/cg.{role}.{n1}", f"{t}/cg.{role}.{n2}"
+        print(f"mroce {role} profiled: {(calls(b, 'DpdkPort::tx_burst(') - calls(a, 'DpdkPort::tx_burst(')) / (n2 - n1):.3f} "
+              f"transmit bursts (DpdkPort::tx_burst calls) per round trip")
         bd = per_op(load(f"{t}/cg.bare.{role}.{n1}"), load(f"{t}/cg.bare.{role}.{n2}")) if have_bare else {}
         for name, dd in ((f"{role} mroce", d), (f"{role} bare", bd)):
             tot[name] = sum(dd.values())

@@ -163,6 +163,28 @@ int run_side(bool server, const std::string& sock) {
             dp.rx_burst(0, rx, 32);
             dp.rx_release(0);
         }
+        if (!server) {
+            // Lone header-only frames, each a burst of its own (DpdkPort's
+            // tx_one on this recycling queue), until memif takes none: the
+            // server has stopped reading (or gone). The refused frame's header
+            // mbuf must stay ours and idle (the pool checks below).
+            TxPacket p;
+            p.peer = 0;
+            p.hdr_len = kHdr;
+            std::memset(p.hdr, 0xff, kHdr);
+            const uint64_t full0 = dp.stats().tx_ring_full, sent0 = dp.stats().tx_packets;
+            const auto end = Clock::now() + std::chrono::seconds(10);
+            size_t took = 1;
+            while (took == 1 && Clock::now() < end) took = dp.tx_burst(0, &p, 1);
+            const PortStats f = dp.stats();
+            std::printf("client: %llu lone frames taken before one was refused\n",
+                        (unsigned long long)(f.tx_packets - sent0));
+            if (took != 0 || f.tx_ring_full != full0 + 1) {
+                std::fprintf(stderr, "client: lone frames: last took %zu, ring-full count %llu -> %llu\n", took,
+                             (unsigned long long)full0, (unsigned long long)f.tx_ring_full);
+                return 6;
+            }
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(400));
         // memif copies on TX and frees our mbufs at once; RX mbufs went back at rx_release.
         const PoolUsage u = dp.pool_usage();

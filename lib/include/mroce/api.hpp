@@ -193,6 +193,7 @@ Config load_config(const std::string& path = {});
 // --------------------------------------------------------------------------
 // Transport: what a Device needs of a driver. Calls are per burst.
 
+// tx_syscalls: the sends that took packets (UDP: sendmmsg calls; DPDK: PMD transmit bursts).
 struct TransportStats {
     uint64_t tx_packets = 0, tx_bytes = 0, tx_errors = 0, tx_syscalls = 0;
     uint64_t rx_packets = 0, rx_bytes = 0, rx_truncated = 0, rx_errors = 0, rx_syscalls = 0;

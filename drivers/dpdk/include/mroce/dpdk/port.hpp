@@ -124,6 +124,7 @@ struct PortStats {
     uint64_t rx_too_big = 0;       // multi-segment datagram above max_rx_datagram
     uint64_t tx_packets = 0;       // taken by the PMD
     uint64_t tx_bytes = 0;         // UDP payload bytes (mroce header + payload) taken
+    uint64_t tx_bursts = 0;        // PMD transmit calls (rte_eth_tx_burst with frames)
     uint64_t tx_bad_peer = 0;      // peer handle outside the neighbour table: dropped
     uint64_t tx_bad_len = 0;       // hdr_len > 72 or frame above MTU: dropped
     uint64_t tx_no_mbuf = 0;       // bursts refused for lack of mbufs
@@ -263,6 +264,9 @@ private:
     size_t rx_burst_each(RxPacket* out, size_t max) noexcept;
     void build_templates();
     size_t recycle_sent(TxQueue& tq, size_t sent) noexcept;
+    void build_frame(rte_mbuf* m, const TxPacket& p, uint16_t refs, uint32_t udp_data, uint32_t inline_max) noexcept;
+    [[gnu::noinline]] size_t tx_one(TxQueue& tq, uint16_t queue, const TxPacket* pkts) noexcept;
+    [[gnu::noinline]] size_t tx_chunks(TxQueue& tq, uint16_t queue, const TxPacket* pkts, size_t n) noexcept;
     void retire_held(RxQueue& rq) noexcept;
     size_t rx_frames(RxQueue& rq, RxPacket* out, uint16_t nb) noexcept;
     void build_peer_index();
