@@ -1083,17 +1083,52 @@ bool Engine::Impl::fill_recv(RecvWqe& r, std::vector<LocalSeg>& lists, uint32_t 
     return true;
 }
 
+// A send WR's completion, written into its CQ slot in place (push_cq's
+// checks and order, no copy): conn and stream (ids: conn | stream << 32),
+// then byte_len and imm (0), each pair one 8-byte store.
+[[gnu::always_inline]] static inline void write_send_completion(Completion& cpl, const SendWqe& w, uint64_t ids) {
+    static_assert(offsetof(Completion, stream) == offsetof(Completion, conn) + 4 &&
+                  offsetof(Completion, imm) == offsetof(Completion, byte_len) + 4 &&
+                  std::endian::native == std::endian::little);
+    cpl.wr_id = w.wr.wr_id;
+    std::memcpy(&cpl.conn, &ids, 8);
+    const uint64_t len_imm = w.wr.length;
+    std::memcpy(&cpl.byte_len, &len_imm, 8);
+    cpl.status = w.status;
+    cpl.opcode = w.wc_opcode;
+    cpl.has_imm = false;
+}
+
 // R-CMPL-2: the send queue completes strictly in post order.
+// The send queue's only WR done, completed into a CQ with room that is not
+// armed, nothing waiting to be scheduled (a message alone, the ACK's common
+// case) is retired here with nothing but tail calls, so without register
+// saves (issue 24); anything else is advance_sq_run's loop. The tests are
+// made before anything is written: the outcome is the loop's.
 void Engine::Impl::advance_sq(Conn& c, Stream& s) {
+    const uint32_t h = s.sq_head;
+    if (h + 1 != s.sq_tail || s.sq_jobs != s.sq_tail) return advance_sq_run(c, s);
+    SendWqe& w = s.sq[h & s.sq_mask];
+    if (!w.done) return;
+    if (w.wr.signaled || w.status != WcStatus::success) [[likely]] {
+        Cq* const qp = cq_of(s.send_cq);
+        if (!qp) [[unlikely]] return advance_sq_run(c, s);
+        Cq& q = *qp;
+        if (q.tail - q.head == q.depth || q.armed != CqArm::none) [[unlikely]] return advance_sq_run(c, s);
+        write_send_completion(q.ring[q.tail++ & q.mask], w, c.id | uint64_t(s.id) << 32);
+    }
+    s.rd_out -= w.rd_counted;
+    w.active = false;
+    s.sq_head = h + 1;
+}
+
+void Engine::Impl::advance_sq_run(Conn& c, Stream& s) {
     const uint32_t head = s.sq_head;
     // Locals: the completions written below could alias any of these for the compiler.
     const uint32_t tail = s.sq_tail, mask = s.sq_mask, conn_id = c.id, stream_id = s.id, cq = s.send_cq;
     SendWqe* const sq = s.sq.data();
     // The CQ looked up once per run (cq_slot's checks, the same outcome per completion).
-    Cq* const q = cq != 0 && cq <= cqs.size() ? &cqs[cq - 1] : nullptr;
-    static_assert(offsetof(Completion, stream) == offsetof(Completion, conn) + 4 &&
-                  offsetof(Completion, imm) == offsetof(Completion, byte_len) + 4 &&
-                  std::endian::native == std::endian::little);
+    Cq* const q = cq_of(cq);
     const uint64_t ids = conn_id | uint64_t(stream_id) << 32;
     uint32_t h = head;
     uint32_t rd_retired = 0;
@@ -1101,22 +1136,16 @@ void Engine::Impl::advance_sq(Conn& c, Stream& s) {
         SendWqe& w = sq[h & mask];
         if (!w.done) break;
         if (w.wr.signaled || w.status != WcStatus::success) [[likely]] {
-            // Written into its CQ slot in place (push_cq's checks and order, no copy).
-            Completion* cpl = nullptr;
+            // Written where the slot is taken: a pointer tested for null
+            // afterwards costs a test per WR (a vector's data may be null).
             if (q) [[likely]] {
-                if (q->tail - q->head != q->depth) [[likely]] cpl = &q->ring[q->tail++ & q->mask];
-                else ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
-            }
-            if (cpl) {
-                cpl->wr_id = w.wr.wr_id;
-                // conn and stream, then byte_len and imm (0), each pair one 8-byte store.
-                std::memcpy(&cpl->conn, &ids, 8);
-                const uint64_t len_imm = w.wr.length;
-                std::memcpy(&cpl->byte_len, &len_imm, 8);
-                cpl->status = w.status;
-                cpl->opcode = w.wc_opcode;
-                cpl->has_imm = false;
-                if (q->armed != CqArm::none) [[unlikely]] notify(cq, *q, *cpl, false);
+                if (q->tail - q->head != q->depth) [[likely]] {
+                    Completion& cpl = q->ring[q->tail++ & q->mask];
+                    write_send_completion(cpl, w, ids);
+                    if (q->armed != CqArm::none) [[unlikely]] notify(cq, *q, cpl, false);
+                } else {
+                    ++st.cq_overflows;  // R-CMPL-5: counted, the completion is lost
+                }
             }
         }
         rd_retired += w.rd_counted;

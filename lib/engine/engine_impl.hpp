@@ -918,13 +918,22 @@ struct Engine::Impl {
                       bool need_write, uint8_t*& local, LocalSeg*& list, uint32_t& nsge);
     // solicited: a receive completion of a message sent solicited (R-NOTIFY-1).
     void push_cq(uint32_t cq, const Completion& c, bool solicited = false);
+    // The CQ of id cq, or nullptr (0, or past the last): the bound as a
+    // byte count, for cqs.size() is a multiply (a Cq is 48 bytes); one
+    // unsigned compare takes 0 too (its end offset less one wraps).
+    [[gnu::always_inline]] Cq* cq_of(uint32_t cq) {
+        const size_t bytes = size_t(reinterpret_cast<const char*>(std::to_address(cqs.end())) -
+                                    reinterpret_cast<const char*>(cqs.data()));
+        return size_t(cq) * sizeof(Cq) - 1 < bytes ? &cqs[cq - 1] : nullptr;
+    }
     // push_cq in two halves, so that advance_sq (a completion per message)
     // writes each completion straight into its slot: the next slot of the
     // CQ, taken (nullptr: no such CQ, or full, R-CMPL-5: counted, the
     // completion is lost); then, once it is written, its notification.
     [[gnu::always_inline]] Completion* cq_slot(uint32_t cq) {
-        if (cq == 0 || cq > cqs.size()) [[unlikely]] return nullptr;
-        Cq& q = cqs[cq - 1];
+        Cq* const qp = cq_of(cq);
+        if (!qp) [[unlikely]] return nullptr;
+        Cq& q = *qp;
         if (q.tail - q.head == q.depth) [[unlikely]] {
             ++st.cq_overflows;
             return nullptr;
@@ -1019,6 +1028,7 @@ struct Engine::Impl {
     void abandon(Conn& c, TxPkt& t);
     void advance_csn_una(Conn& c);
     void advance_sq(Conn& c, Stream& s);
+    void advance_sq_run(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);
     void conn_error(Conn& c, ConnErrorCause why, Time now);
     void close_conn(Conn& c);

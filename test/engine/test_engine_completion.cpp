@@ -494,3 +494,77 @@ TEST_CASE("completion: an RNR'd packet whose WR is flushed still reaches the pee
     CHECK(std::memcmp(r.a.mem.data(), r.b.mem.data(), 300 * 4096) == 0);
     CHECK(r.b.eng.stats().rx_stale == 0);
 }
+
+// A message alone is the only WR in its send queue when its ACK arrives:
+// the ACK retires it without the send queue's loop (round 40, issue 24),
+// unless its CQ is armed, full or absent. Each message here is posted after
+// the last one's ACK: its completion's fields (R-CMPL-2), unsignaled ones
+// silent and still retired (more of them than the queue holds), a full
+// CQ's lost completion counted (R-CMPL-5) and the queue going on after it,
+// an armed CQ's notification (R-NOTIFY-1).
+TEST_CASE("completion: messages alone, each retired by its ACK: fields, unsignaled, a full CQ, an armed one",
+          "[engine][completion]") {
+    using mroce::test::Fixture;
+    Fixture f;
+    uint32_t small_cq = 0;
+    REQUIRE(f.a.eng.create_cq(1, small_cq) == Status::ok);
+    REQUIRE(f.a.eng.create_stream(f.ca, 8, f.a.pd, small_cq, small_cq) == Status::ok);
+    REQUIRE(f.b.eng.create_stream(f.cb, 8, f.b.pd, f.b.cq, f.b.cq) == Status::ok);
+    const uint32_t depth = EngineConfig{}.stream_depth;
+    // Posts one WRITE on the stream and runs the link until it is settled at
+    // A (its ACK taken: nothing left to send or to time).
+    auto alone = [&](uint32_t stream, uint64_t id, uint32_t len, bool signaled) {
+        SendWr w = mroce::test::write_wr(f.a, 0, len, f.b, 4096, id);
+        w.signaled = signaled;
+        REQUIRE(f.a.eng.post_send(f.ca, stream, w) == Status::ok);
+        f.link.run([&] { return false; }, 200'000);  // ACK delay and RTT are microseconds
+    };
+    auto poll = [&](uint32_t cq) {
+        std::vector<Completion> got;
+        Completion c[8];
+        for (size_t k; (k = f.a.eng.poll_cq(cq, c, 8)) > 0;) got.insert(got.end(), c, c + k);
+        return got;
+    };
+    alone(7, 41, 100, true);
+    auto got = poll(f.a.cq);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 41);
+    CHECK(got[0].conn == f.ca);
+    CHECK(got[0].stream == 7);
+    CHECK(got[0].byte_len == 100);
+    CHECK(got[0].imm == 0);
+    CHECK(got[0].status == WcStatus::success);
+    CHECK(got[0].opcode == WcOpcode::write);
+    CHECK(!got[0].has_imm);
+    // More unsignaled WRs than the queue holds, one at a time: each retired silently.
+    for (uint32_t i = 0; i < depth + 3; ++i) alone(7, 100 + i, 64, false);
+    alone(7, 42, 200, true);
+    got = poll(f.a.cq);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 42);
+    CHECK(got[0].byte_len == 200);
+    // A CQ of one entry: the second completion is lost and counted, the queue goes on.
+    const uint64_t overflows = f.a.eng.stats().cq_overflows;
+    alone(8, 51, 10, true);
+    alone(8, 52, 10, true);
+    CHECK(f.a.eng.stats().cq_overflows == overflows + 1);
+    got = poll(small_cq);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 51);
+    CHECK(got[0].stream == 8);
+    alone(8, 53, 10, true);
+    got = poll(small_cq);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 53);
+    // Armed: the completion and one notification.
+    REQUIRE(f.a.eng.req_notify_cq(f.a.cq, false) == Status::ok);
+    alone(7, 43, 300, true);
+    CqEvent ev[4];
+    REQUIRE(f.a.eng.take_cq_events(ev, 4) == 1);
+    CHECK(ev[0].cq == f.a.cq);
+    CHECK(ev[0].events == 1);
+    got = poll(f.a.cq);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].wr_id == 43);
+    CHECK(f.a.eng.stats().cq_overflows == overflows + 1);
+}
