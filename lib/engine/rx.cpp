@@ -129,12 +129,12 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     c.last_rx = now;
     const uint16_t pi = get16(p + 12);
     if (pi >= c.peer_paths || cfg.deferred_placement) [[unlikely]] return false;
-    RxPath& rp = c.rx_paths[pi];
-    rp.sack.apply_floor(floor);
-    if (rp.sack.classify(psn) != SackBitmap::Result::fresh || c.rx_csn.classify(csn) != CsnWindow::Result::fresh)
-        [[unlikely]]
-        return false;
-    // place_next_write's steps.
+    // place_next_write's steps, then the PSN's and the CSN's freshness
+    // (round 41): each window's test next to its mark, with no check between
+    // them, so that neither its cumulative point nor the test's outcome is
+    // held in a register or a stack slot across the stream's and the
+    // region's checks. The order of the checks is free: any that fails
+    // hands the packet to the general steps, which decide it from the start.
     Stream* sp = c.find_stream(get32(p + 28));
     const uint32_t msg_seq = get32(p + 32);
     if (!sp || sp->error || msg_seq != sp->rx_next || (sp->rx_held && sp->rx[msg_seq & sp->rx_mask].active))
@@ -144,6 +144,11 @@ bool Engine::Impl::rx_whole_write(const uint8_t* p, size_t n, const uint8_t& ce,
     uint8_t* to = nullptr;
     Syndrome syn{};
     if (!mrs.check_remote(get32(p + 44), s.pd, kAccessRemoteWrite, raddr, plen, &to, syn)) [[unlikely]]
+        return false;
+    RxPath& rp = c.rx_paths[pi];
+    rp.sack.apply_floor(floor);
+    if (rp.sack.classify(psn) != SackBitmap::Result::fresh || c.rx_csn.classify(csn) != CsnWindow::Result::fresh)
+        [[unlikely]]
         return false;
     ++s.rx_next;
     c.rx_csn.mark(csn);
