@@ -700,6 +700,85 @@ TEST_CASE("dpdk: built frames carry each neighbour's addresses, the path's port,
     rte_ring_free(r);
 }
 
+// A lone frame leaves by tx_one only from a queue that recycles, that is
+// after a PMD (memif) gave every header mbuf back inside its burst. A PMD
+// that keeps one (net_ring passes pointers) ends recycling, and the held mbuf
+// must leave the idle set: built into again, it would overwrite the frame
+// still queued and go out twice. A TX callback on a ring port plays memif
+// until told to stop: it copies each frame out and drops the PMD's
+// reference, so the pointer net_ring then queues is the port's idle mbuf
+// (the test takes it off the ring unfreed).
+TEST_CASE("dpdk: a lone frame the PMD keeps ends recycling and leaves the idle header mbufs", "[dpdk]") {
+    Env& e = env();
+    rte_ring* r = nullptr;
+    const int pid = ring_port("t_keep", "t_port_keep", r);
+    struct CopyMode {
+        bool copy = true;
+        std::vector<std::vector<uint8_t>> frames;   // what the copying "PMD" took
+    } mode;
+    {
+        PortConfig c = one_queue_config(e.a->config(), pid);
+        DpdkPort p(c);
+        const rte_eth_rxtx_callback* cb = rte_eth_add_tx_callback(
+            uint16_t(pid), 0,
+            [](uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void* arg) -> uint16_t {
+                auto* md = static_cast<CopyMode*>(arg);
+                if (!md->copy) return n;
+                for (uint16_t i = 0; i < n; ++i) {
+                    const uint8_t* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
+                    md->frames.emplace_back(d, d + pkts[i]->data_len);
+                    rte_pktmbuf_free(pkts[i]);   // refcnt 2 -> 1: the port's again
+                }
+                return n;
+            },
+            &mode);
+        REQUIRE(cb);
+        std::vector<TxPacket> tx;
+        for (int i = 0; i < 6; ++i) tx.push_back(make_pkt(1, uint16_t(i), nullptr, 0, uint8_t(10 + i)));
+        rte_mbuf* m[8];
+        // Three frames by the general path; each header mbuf back at once: idle.
+        REQUIRE(p.tx_burst(0, tx.data(), 3) == 3);
+        CHECK(p.pool_usage().hdr == 0);
+        // One frame by tx_one on a recycled mbuf, given back again.
+        REQUIRE(p.tx_burst(0, &tx[3], 1) == 1);
+        CHECK(p.pool_usage().hdr == 0);
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 8, nullptr) == 4);   // the idle ones
+        REQUIRE(mode.frames.size() == 4);
+        for (size_t i = 0; i < 4; ++i) {
+            INFO("copied frame " << i);
+            REQUIRE(mode.frames[i].size() == 42 + 72);
+            CHECK(std::memcmp(mode.frames[i].data() + 42, tx[i].hdr, 72) == 0);
+        }
+        // The PMD keeps the next one: in use until the ring is drained.
+        mode.copy = false;
+        REQUIRE(p.tx_burst(0, &tx[4], 1) == 1);
+        CHECK(p.pool_usage().hdr == 1);
+        // The next lone frame must take another mbuf, by the general path now.
+        REQUIRE(p.tx_burst(0, &tx[5], 1) == 1);
+        CHECK(p.pool_usage().hdr == 2);
+        CHECK(p.stats().tx_packets == 6);
+        CHECK(p.stats().tx_bursts == 4);
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 8, nullptr) == 2);
+        CHECK(m[0] != m[1]);
+        for (size_t i = 0; i < 2; ++i) {
+            INFO("kept frame " << i);
+            REQUIRE(m[i]->pkt_len == 42 + 72);
+            CHECK(std::memcmp(rte_pktmbuf_mtod_offset(m[i], const uint8_t*, 42), tx[4 + i].hdr, 72) == 0);
+            CHECK(rte_mbuf_refcnt_read(m[i]) == 1);   // the ring's alone: ours was dropped
+        }
+        rte_pktmbuf_free_bulk(m, 2);
+        CHECK(p.pool_usage() == PoolUsage{});
+        // Recycling stays off: sends go on, every mbuf back to its pool once the ring lets go.
+        REQUIRE(p.tx_burst(0, &tx[0], 1) == 1);
+        REQUIRE(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(m), 8, nullptr) == 1);
+        CHECK(std::memcmp(rte_pktmbuf_mtod_offset(m[0], const uint8_t*, 42), tx[0].hdr, 72) == 0);
+        rte_pktmbuf_free(m[0]);
+        CHECK(p.pool_usage() == PoolUsage{});
+        CHECK(rte_eth_remove_tx_callback(uint16_t(pid), 0, cb) == 0);
+    }
+    rte_ring_free(r);
+}
+
 // rx_release puts what it may straight back into the RX pool; anything
 // shared, attached, chained or taken must still be freed the general way.
 TEST_CASE("dpdk: rx_release returns plain RX-pool mbufs, frees the others the general way", "[dpdk]") {

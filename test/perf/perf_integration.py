@@ -423,12 +423,12 @@ def case_dpdk_lat(loss):
     # rare tail-loss probe.
     if loss == 0:
         for side, j in (("client", cj), ("server", sj)):
-            pkts, bursts = j["engine"]["udp_tx_packets"], j["engine"]["udp_tx_syscalls"]
+            pkts, bursts = j["engine"]["udp_tx_packets"], j["engine"]["tx_calls"]
             if pkts < 2 * n or not 1.95 * n <= bursts <= pkts:
                 fail(f"{side}: {pkts} packets in {bursts} transmit bursts for {n} round trips "
                      f"(want at least {2 * n} packets, {1.95 * n:.0f} to {pkts} bursts)")
     print(f"PASS dpdk lat loss {loss}: p50 {cj['lat_p50_us']:.1f} us, p99 {cj['lat_p99_us']:.1f} us, {n} round trips, "
-          f"transmit bursts client {cj['engine']['udp_tx_syscalls']} server {sj['engine']['udp_tx_syscalls']}")
+          f"transmit bursts client {cj['engine']['tx_calls']} server {sj['engine']['tx_calls']}")
 
 
 def case_dpdk_verify(op, loss, queues="1", planes="1", pipeline="none"):
