@@ -108,7 +108,7 @@ struct NoStage {};
 // and a pass of syscalls (a keepalive sent, an ICMP error received) used up
 // a window measured from it before the window began, so the loop blocked
 // right after every pass with work (round 42).
-// Two instructions per empty pass more than a window from the active call's
+// Four instructions per empty pass more than a window from the active call's
 // clock (a busy poller's every empty pass comes here).
 class SpinWindow {
 public:
