@@ -285,10 +285,10 @@ public:
         // The flag read before it is cleared: a spinning poller's every
         // empty pass did a locked exchange (round 33).
         if (active || (woken_.load(std::memory_order_relaxed) && woken_.exchange(false, std::memory_order_relaxed))) {
-            last_active_ = now;
+            spin_.reopen();  // now unused after work (DrivePort)
             return false;
         }
-        if (now - last_active_ < spin_ns_) {
+        if (spin_.idle_for(now) < spin_ns_) {
             rte_pause();
             return false;
         }
@@ -488,7 +488,8 @@ private:
     std::unique_ptr<dpdk::PlanePorts> planes_io_;
     dpdk::TscClock clock_;
     std::vector<dpdk::PoolUsage> at_open_;
-    Time spin_ns_ = 0, last_active_ = 0;
+    Time spin_ns_ = 0;
+    SpinWindow spin_;
     std::atomic<bool> woken_{false};
 };
 

@@ -31,10 +31,12 @@
 #include <thread>
 #include <vector>
 
+#include "check_pace.hpp"
 #include "lat_sample.hpp"
 #include "mroce/api.hpp"
 
 using namespace mroce;
+using mroce::perf::CheckPace;
 using mroce::perf::kLatSampleEvery;
 using mroce::perf::lat_sampled;
 
@@ -431,13 +433,8 @@ struct Ctrl {
         const Time silent_limit = std::max<Time>(dev.config().engine.conn_timeout, 1'000'000'000);
         uint64_t last_rx = dev.engine_stats().rx_packets;
         Time last_rx_t = dev.now();
-        // The checks (silence, the connection's state, the timeout): in a
-        // short quiet spell (the --lat server's wait for the next ping, passes
-        // of a fraction of a microsecond) every 16th pass, and every pass once
-        // the spell is 64 passes long (passes that may block in idle), so a
-        // failed connection is seen at most 15 spinning passes later than if
-        // every quiet pass checked; in traffic every 1024th.
-        for (uint32_t pass = 0, quiet = 0;; ++pass) {
+        // The checks (silence, the connection's state, the timeout): CheckPace.
+        for (CheckPace pace;;) {
             const bool moved = dev.progress() != 0;
             if (each) each();
             if (poll(b)) {
@@ -447,7 +444,7 @@ struct Ctrl {
                 if (m.magic != kMagic) throw Error(std::string(what) + ": bad magic");
                 return m;
             }
-            if (moved ? (quiet = 0, (pass & 1023) == 0) : (++quiet >= 64 || (quiet & 15) == 0)) {
+            if (pace.due(moved)) {
                 const uint64_t rx = dev.engine_stats().rx_packets;
                 const Time t = dev.now();
                 if (rx != last_rx) last_rx = rx, last_rx_t = t;
@@ -457,7 +454,7 @@ struct Ctrl {
                 conn.check();
                 if (t > end) throw TimeoutError(std::string("no ") + what + " from the peer in time");
             }
-            dev.idle(moved);
+            pace.idled(dev.idle(moved));
         }
     }
 };

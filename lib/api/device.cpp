@@ -256,6 +256,7 @@ struct Device::LoopHooks {
 
 size_t Device::step_locked(Time now) {
     ++dst_.passes;
+    pass_now_ = now;
     LoopHooks h{*this};
     const size_t moved = loop_->step(now, h);
     deliver_cq_events_locked();
@@ -389,13 +390,18 @@ size_t Device::progress() {
     return step_locked(tr_->now());
 }
 
-void Device::idle(bool active) {
+bool Device::idle(bool active) {
     if (cfg_.progress == ProgressMode::automatic) {
         if (!active) std::this_thread::sleep_for(std::chrono::microseconds(20));
-        return;
+        return false;
     }
-    const Time now = tr_->now();
-    if (loop_->idle(active || eng_.tx_pending(now), now)) ++dst_.blocks;
+    // After work no clock is read: the port does not use it then (DrivePort),
+    // and the pass's own stands in (one read fewer between a frame's arrival
+    // and the answer).
+    const Time now = active ? pass_now_ : tr_->now();
+    if (!loop_->idle(active || eng_.tx_pending(now), now)) return false;
+    ++dst_.blocks;
+    return true;
 }
 
 uint32_t Device::alloc_pd() {

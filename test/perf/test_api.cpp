@@ -76,6 +76,23 @@ public:
     }
 };
 
+// A link whose clock is set by hand and counts its reads, and whose wait
+// policy records what it is given, blocking whenever the caller did no work.
+class ClockTransport final : public StubTransport {
+public:
+    Time clock = 0;
+    uint32_t reads = 0;
+    std::vector<std::string> idles;
+    Time now() noexcept override {
+        ++reads;
+        return clock;
+    }
+    bool idle(bool active, Time now, Time deadline) override {
+        idles.push_back(std::to_string(active) + " " + std::to_string(now) + " " + std::to_string(deadline));
+        return !active;
+    }
+};
+
 std::string open_error(uint32_t mtu, uint16_t max_payload) {
     DeviceConfig d;
     d.engine.max_payload = max_payload;
@@ -129,6 +146,28 @@ TEST_CASE("api: a region stays registered while the driver's NIC still holds its
     link.held = 0;
     CHECK_NOTHROW(dev.deregister_mr(mr));   // still registered: this one deregisters it
     CHECK_THROWS(dev.deregister_mr(mr));    // and only this one
+}
+
+// After work the port returns at once and uses no clock (DrivePort, SpinWindow),
+// so idle() reads none there (round 42); without work the port may wait,
+// timed from a clock read then, until the engine's deadline (R-TIMER-5).
+TEST_CASE("api: Device::idle after a pass with work hands the port that pass's clock and reads none; without work "
+          "a fresh clock and the engine's deadline (R-TIMER-5); it says whether it blocked", "[api]") {
+    DeviceConfig d;
+    auto t = std::make_unique<ClockTransport>();
+    ClockTransport& link = *t;
+    Device dev(d, std::move(t));
+    link.clock = 1000;
+    (void)dev.progress();
+    link.clock = 5000;  // the pass's work took time
+    const uint32_t reads = link.reads;
+    CHECK_FALSE(dev.idle(true));
+    CHECK(link.reads == reads);
+    CHECK(link.idles == std::vector<std::string>{"1 1000 1000"});
+    CHECK(dev.idle(false));
+    CHECK(link.reads == reads + 1);
+    CHECK(link.idles.back() == "0 5000 " + std::to_string(UINT64_MAX));  // no connection: no deadline
+    CHECK(dev.device_stats().blocks == 1);
 }
 
 TEST_CASE("api: connect/accept, write, send, read, atomics, stats, peer loss", "[api]") {

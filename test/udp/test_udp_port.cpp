@@ -743,6 +743,8 @@ TEST_CASE("udp: IdleWaiter yields the CPU on idle passes inside the spin window 
         IdleWaiter w(pol);
         const Time t0 = 1'000'000;
         CHECK_FALSE(w.idle(*p.a, true, t0, UINT64_MAX));  // activity: no yield
+        // The window opens at the first idle pass after work (SpinWindow).
+        CHECK_FALSE(w.idle(*p.a, false, t0, UINT64_MAX));
         // Idle for less than yield_after_ns: spin without yielding (a reply is due any moment).
         CHECK_FALSE(w.idle(*p.a, false, t0 + pol.yield_after_ns - 1, UINT64_MAX));
         CHECK(w.yields() == 0);
@@ -751,11 +753,42 @@ TEST_CASE("udp: IdleWaiter yields the CPU on idle passes inside the spin window 
         CHECK_FALSE(w.idle(*p.a, true, t0 + 90'000, UINT64_MAX));
         CHECK(w.yields() == (y ? 5u : 0u));
         CHECK(w.blocks() == 0);
+        CHECK_FALSE(w.idle(*p.a, false, t0 + 100'000, UINT64_MAX));
         // Past the spin window it blocks (here: polls with a zero-length wait), never yields.
         CHECK(w.idle(*p.a, false, t0 + 2'000'000'000, t0 + 2'000'000'000 + 1));
         CHECK(w.blocks() == 1);
         CHECK(w.yields() == (y ? 5u : 0u));
     }
+}
+
+// R-TIMER-5 / R-CONN-15: the clock an active call carries may be its pass's
+// own, read before the pass's work (Device::idle after work). The window
+// measured from it was used up by a pass of syscalls (a keepalive's send, then
+// an ICMP error's receives) before it began: the loop blocked right after
+// every pass with work, and a dead peer's silence, checked on quiet passes,
+// went unnoticed (round 42).
+TEST_CASE("udp: IdleWaiter's spin window opens at the first idle pass after work, not at the clock the active call "
+          "carried (R-TIMER-5, R-CONN-15)", "[udp]") {
+    Pair p = make_pair();
+    IdlePolicy pol;
+    IdleWaiter w(pol);
+    const Time start = 1'000'000;               // the active pass's clock, read before its work
+    const Time end = start + 3 * pol.spin_ns;   // when its work (and the next pass) was done
+    CHECK_FALSE(w.idle(*p.a, true, start, start));
+    CHECK_FALSE(w.idle(*p.a, false, end, end + 1));                     // the window opens: spin
+    CHECK_FALSE(w.idle(*p.a, false, end + pol.spin_ns - 1, end + 1));  // still inside it
+    CHECK(w.blocks() == 0);
+    CHECK(w.idle(*p.a, false, end + pol.spin_ns, end + pol.spin_ns + 1));  // past it: blocks
+    CHECK(w.blocks() == 1);
+    // A wake-up by I/O reopens it at the next idle pass as well.
+    std::vector<uint8_t> pay(8, 1);
+    TxPacket t = make_pkt(p.b_to_a, 0, 0, 72, pay.data(), 8, 0, 0, 1);
+    REQUIRE(p.b->send_burst(&t, 1) == 1);
+    const Time later = end + 10 * pol.spin_ns;
+    CHECK(w.idle(*p.a, false, later, later + 1'000'000'000));  // woken by the datagram
+    CHECK(w.blocks() == 2);
+    CHECK_FALSE(w.idle(*p.a, false, later + 5 * pol.spin_ns, UINT64_MAX));
+    CHECK(w.blocks() == 2);
 }
 
 // The API's engine thread idles in wait() without the device lock while an

@@ -250,6 +250,8 @@ public:
     virtual size_t send_burst(const TxPacket* pkts, size_t n, uint32_t* unsent) = 0;
     // Adaptive spin-then-block: active says the caller just did work; deadline is
     // when the engine must run again (UINT64_MAX: never). True if it blocked.
+    // After work now may be the clock the pass began with, and is not used
+    // (DrivePort, SpinWindow); otherwise it is current.
     virtual bool idle(bool active, Time now, Time deadline) = 0;
     // Interrupts a blocked idle() from any thread.
     virtual void wake() = 0;
@@ -573,7 +575,9 @@ public:
     // Manual progress: spin-then-block until traffic, the engine's next deadline,
     // or max 100 ms. Call it when a pass did nothing, so two processes sharing
     // cores do not starve each other. In automatic mode: a short sleep.
-    void idle(bool active);
+    // True if it blocked (a check paced in passes is due after one: a pass
+    // that blocked may have taken up to the 100 ms).
+    bool idle(bool active);
 
     Time now() noexcept { return tr_->now(); }
     EngineStats engine_stats() const;
@@ -625,6 +629,7 @@ private:
     std::vector<ConnEvent> failures_;
     std::deque<uint32_t> srq_events_;
     DeviceStats dst_{};
+    Time pass_now_ = 0;  // the last pass's clock: idle() after work takes it (round 42)
     // Completion notification: channels, each CQ's channel (by CQ id - 1),
     // and per CQ the events get_event took and those acknowledged (under ev_mu_).
     std::vector<std::unique_ptr<CompletionChannel>> channels_;

@@ -72,7 +72,10 @@ concept CcOffloadingEngine = requires(E& e, CcFeedback* f, const CcView* v, size
 //    mbuf travels with the copy, and the stage frees it);
 //  - now(): the port's clock, for run();
 //  - idle(active, now, deadline) -> bool (blocked): its wait policy, for
-//    idle() and run() (UDP: spin, then epoll; none: busy-poll);
+//    idle() and run() (UDP: spin, then epoll; none: busy-poll). After work
+//    (active) it returns at once and must not use now: the caller may hand
+//    it the clock its pass began with (Device::idle does), a pass of
+//    syscalls earlier. Otherwise now is current: a wait is timed from it;
 //  - kRxBurst, kTxBurst (static constexpr size_t): its burst sizes.
 template <class P>
 concept DrivePort = requires(P& p, RxPacket* rx, const TxPacket* tx, size_t n, uint32_t* unsent) {
@@ -97,6 +100,32 @@ concept CcStageRing = requires(S& s, E& e, Time now) {
 };
 
 struct NoStage {};
+
+// A port's spin window (the wait policy's "keep polling spin_ns after the
+// last activity": udp::IdleWaiter, the DPDK transport). It opens at the first
+// idle pass after work, by that pass's clock, not at the clock the active
+// call carried: that may be the active pass's own, read before its work,
+// and a pass of syscalls (a keepalive sent, an ICMP error received) used up
+// a window measured from it before the window began, so the loop blocked
+// right after every pass with work (round 42).
+// Four instructions per empty pass more than a window from the active call's
+// clock (a busy poller's every empty pass comes here).
+class SpinWindow {
+public:
+    // After work, or a wake-up by I/O: the window reopens at the next idle pass.
+    void reopen() noexcept { from_ = kReopen; }
+    // How long the idle passes since the last reopen() have gone on, this
+    // one (now, non-decreasing: R-TIMER-6) included.
+    Time idle_for(Time now) noexcept {
+        if (from_ == kReopen) [[unlikely]]
+            from_ = now;   // a clock at 0 (a test's) only opens it a pass later
+        return now - from_;
+    }
+
+private:
+    static constexpr Time kReopen = 0;
+    Time from_ = kReopen;
+};
 
 namespace detail {
 struct NoWork {};

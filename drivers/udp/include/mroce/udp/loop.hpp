@@ -51,13 +51,16 @@ public:
     // Call once per loop pass. active: the pass moved packets or did work.
     // deadline: when the caller must run again without input (UINT64_MAX: never).
     // Returns true if it blocked.
+    // After work (active) now is not used (see DrivePort): the spin window
+    // opens at the next idle pass.
     bool idle(UdpPort& port, bool active, Time now, Time deadline) {
-        if (active || last_active_ == 0) {
-            last_active_ = now;
+        if (active) {
+            spin_.reopen();
             return false;
         }
-        if (now - last_active_ < p_.spin_ns || deadline <= now) {
-            if (p_.yield && now - last_active_ >= p_.yield_after_ns) {
+        const Time quiet = spin_.idle_for(now);
+        if (quiet < p_.spin_ns || deadline <= now) {
+            if (p_.yield && quiet >= p_.yield_after_ns) {
                 ++yields_;
                 sched_yield();
             }
@@ -65,7 +68,7 @@ public:
         }
         const Time t = std::min(deadline - now, p_.max_block_ns);
         ++blocks_;
-        if (port.wait(t)) last_active_ = monotonic_ns();  // woken by I/O: spin again
+        if (port.wait(t)) spin_.reopen();  // woken by I/O: spin again
         return true;
     }
     uint64_t blocks() const noexcept { return blocks_; }
@@ -74,7 +77,7 @@ public:
 
 private:
     IdlePolicy p_;
-    Time last_active_ = 0;
+    SpinWindow spin_;
     uint64_t blocks_ = 0;
     uint64_t yields_ = 0;
 };
