@@ -1027,6 +1027,7 @@ struct Engine::Impl {
     void settle(Conn& c, TxPkt& t);
     void abandon(Conn& c, TxPkt& t);
     void advance_csn_una(Conn& c);
+    [[gnu::always_inline]] inline void advance_csn_una(Conn& c, TxPkt* tp, uint32_t mask);
     void advance_sq(Conn& c, Stream& s);
     void advance_sq_run(Conn& c, Stream& s);
     void stream_error(Conn& c, Stream& s, uint32_t msg_seq, WcStatus st);

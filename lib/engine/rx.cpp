@@ -1207,10 +1207,12 @@ void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) 
     // The caller (rx_ack) advances csn_una once per ACK, not once per packet.
 }
 
-void Engine::Impl::advance_csn_una(Conn& c) {
-    const uint32_t mask = c.txmask;
-    // Locals: the state stores below could alias the connection's fields for the compiler.
-    TxPkt* const tp = c.txpkts.data();
+void Engine::Impl::advance_csn_una(Conn& c) { advance_csn_una(c, c.txpkts.data(), c.txmask); }
+
+// tp, mask: c.txpkts.data() and c.txmask (locals: the state stores below
+// could alias the connection's fields for the compiler). Inline in rx_ack,
+// which holds them already (issue 24: no call, no reload per ACK).
+void Engine::Impl::advance_csn_una(Conn& c, TxPkt* const tp, const uint32_t mask) {
     const uint32_t nxt = c.csn_nxt;
     uint32_t una = c.csn_una;
     // A pointer walk, wrapping where `& mask` would: no index product per CSN.
@@ -1518,7 +1520,7 @@ void Engine::Impl::rx_ack(Conn& c, uint16_t pi, const wire::AckHeader& a, Time n
         }
     }
     advance_una(p, c.unsettled);
-    advance_csn_una(c);  // once per ACK for every CSN it delivered
+    advance_csn_una(c, tp, txmask);  // once per ACK for every CSN it delivered
     if (newly | heard) {
         p.silent_rounds = 0;
         p.last_heard = now;

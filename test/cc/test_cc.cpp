@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -622,4 +623,30 @@ TEST_CASE("alpha is the marked fraction's EWMA per round, bit for bit, unmarked 
     }
     CHECK(w.rounds() == std::size(rounds));
     CHECK(alpha > 0);
+}
+
+TEST_CASE("alpha 0 stays 0 through unmarked rounds, before any mark and after its decay underflows (R-CC-2)",
+          "[cc][alpha]") {
+    // on_ack skips the fold of an unmarked round while alpha is 0 (a lone
+    // message's ACK closes a round each time): alpha must still be the
+    // formula's, bit for bit, on both sides of a mark, down to the
+    // decay's last subnormal and the exact 0 after it.
+    CcConfig cc;
+    cc.dctcp_g = 1.0 / 2;
+    PathWindow w(cc);
+    double alpha = 0;
+    uint32_t psn = 0;
+    bool reached_zero = false;
+    for (uint32_t k = 0; k < 1200; ++k) {
+        const uint32_t marked = k == 5 ? 4 : 0;  // one marked round; the rest unmarked
+        w.on_ack(4, marked, psn, psn + 1);  // opens the round to psn + 1 (the first) ...
+        ++psn;
+        w.on_ack(0, 0, psn, psn + 1);  // ... and ends it
+        alpha = (1.0 - cc.dctcp_g) * alpha + cc.dctcp_g * (marked ? 1.0 : 0.0);
+        REQUIRE(w.alpha() == alpha);
+        REQUIRE(!std::signbit(w.alpha()));
+        if (k > 5 && alpha == 0) reached_zero = true;
+    }
+    CHECK(reached_zero);  // the decay underflowed to 0, and unmarked rounds kept it there
+    CHECK(w.alpha() == 0);
 }

@@ -94,24 +94,33 @@ inline void PathWindow::on_ack(uint32_t acked, uint32_t marked, uint32_t ack_psn
     }
     round_acked_ += acked;
     round_marked_ += marked;
-    if (cfg_.ecn && marked > 0 && !cut_this_round_) {
-        // R-CC-2: react to the first mark of a round at once (steering needs it
-        // now), by the running alpha; alpha itself is updated per round.
-        const double a = std::max(alpha_, cfg_.dctcp_g);
-        // Cut what is in use: a window above the hint cap carried no data.
-        cwnd_ = std::max(cfg_.min_cwnd, cwnd() * (1.0 - a / 2.0));
-        cut_this_round_ = true;
-        ++cuts_;
-    } else if (marked == 0 && acked > 0 && !(limit_ > 0 && limit_ < cwnd_)) {
+    // The mark tested first: an unmarked ACK (the rule) takes one test to
+    // the increase, not the ECN flag's and the mark's (issue 24).
+    if (marked > 0) [[unlikely]] {
+        if (cfg_.ecn && !cut_this_round_) {
+            // R-CC-2: react to the first mark of a round at once (steering needs it
+            // now), by the running alpha; alpha itself is updated per round.
+            const double a = std::max(alpha_, cfg_.dctcp_g);
+            // Cut what is in use: a window above the hint cap carried no data.
+            cwnd_ = std::max(cfg_.min_cwnd, cwnd() * (1.0 - a / 2.0));
+            cut_this_round_ = true;
+            ++cuts_;
+        }
+    } else if (acked > 0 && !(limit_ > 0 && limit_ < cwnd_)) {
         // (No growth while the hint cap binds: that window was not tested.)
         // R-CC-3: additive increase of ai_per_rtt packets per window of acks.
         cwnd_ = std::min(cfg_.max_cwnd, cwnd_ + cfg_.ai_per_rtt * acked / cwnd_);
     }
     if (int32_t(ack_psn - round_end_) >= 0) {  // serial-number compare (R-PATH-1)
         // R-CC-2: one round (one window of data) observed: fold the marked fraction into alpha.
-        // Unmarked (the rule): 0.0 without the division, as 0 / round_acked_ is.
-        const double f = round_marked_ && round_acked_ ? double(round_marked_) / double(round_acked_) : 0.0;
-        alpha_ = (1.0 - cfg_.dctcp_g) * alpha_ + cfg_.dctcp_g * std::min(1.0, f);
+        // Unmarked (the rule): 0.0 without the division, as 0 / round_acked_ is;
+        // and with alpha 0 too (no mark yet, or its decay underflowed) the
+        // fold is (1 - g) * 0 + g * 0 = +0.0 for any finite gain: alpha as it
+        // is, so skipped (issue 24: a lone message's ACK closes a round each time).
+        if (round_marked_ || alpha_ != 0.0) {
+            const double f = round_marked_ && round_acked_ ? double(round_marked_) / double(round_acked_) : 0.0;
+            alpha_ = (1.0 - cfg_.dctcp_g) * alpha_ + cfg_.dctcp_g * std::min(1.0, f);
+        }
         rounds_since_mark_ = round_marked_ ? 0 : rounds_since_mark_ + 1;
         round_end_ = snd_nxt;
         round_acked_ = round_marked_ = 0;
