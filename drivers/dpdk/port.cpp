@@ -909,22 +909,35 @@ struct RxHdr {
     rq.held = 0;
     rte_mbuf** keep = rq.keep.data();
     size_t nother = 0;
-    for (uint16_t i = 0; i < n; ++i) {
-        rte_mbuf* m = keep[i];
-        if (!m) continue;   // taken by rx_take
-        // refcnt and nb_segs, adjacent, both 1: one 4-byte test, the same on either byte order.
+    // Whether m goes back unchecked: refcnt and nb_segs, adjacent, both 1 is
+    // one 4-byte test, the same on either byte order.
+    const auto raw = [this](const rte_mbuf* m) __attribute__((always_inline)) {
         uint32_t refs_segs;
         std::memcpy(&refs_segs, &m->refcnt, 4);
-        const bool raw = m->pool == rx_pool_ && m->next == nullptr && refs_segs == 0x00010001u && RTE_MBUF_DIRECT(m);
-        if (!raw) [[unlikely]] {
-            rq.drop[nother++] = m;
-            continue;
-        }
+        return m->pool == rx_pool_ && m->next == nullptr && refs_segs == 0x00010001u && RTE_MBUF_DIRECT(m);
+    };
+    const auto retire = [this, &rq](rte_mbuf* m) __attribute__((always_inline)) {
         if (rq.nret == kRxRet) [[unlikely]] {
             rte_mempool_put_bulk(rx_pool_, reinterpret_cast<void* const*>(rq.ret), kRxRet);
             rq.nret = 0;
         }
         rq.ret[rq.nret++] = m;
+    };
+    // A ping-pong's every release: one frame of ours, without the loop,
+    // whose setup was some 15 of a lone frame's 40 instructions (round 43).
+    // Anything else goes the loop's way, which tests it again.
+    if (n == 1 && keep[0] && raw(keep[0])) [[likely]] {
+        retire(keep[0]);
+        return;
+    }
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = keep[i];
+        if (!m) continue;   // taken by rx_take
+        if (!raw(m)) [[unlikely]] {
+            rq.drop[nother++] = m;
+            continue;
+        }
+        retire(m);
     }
     if (nother) rte_pktmbuf_free_bulk(rq.drop.data(), unsigned(nother));
 }

@@ -803,6 +803,79 @@ TEST_CASE("dpdk: rx_burst's release gathers plain RX-pool mbufs for one put, fre
     CHECK(rte_mempool_in_use_count(rxp) == used0);
 }
 
+// A burst of one frame (a ping-pong's every receive) is released by the next
+// rx_burst on a path of its own (port.cpp, retire_held): a plain RX-pool
+// mbuf alone is gathered as in a longer burst, and every other kind alone
+// goes the general way, at once.
+TEST_CASE("dpdk: a lone frame's release gathers a plain RX-pool mbuf, frees any other the general way", "[dpdk]") {
+    Env& e = env();
+    LeakGuard guard;
+    rte_mempool* rxp = e.b->rx_pool();
+    e.b->rx_release(0);
+    const unsigned used0 = rte_mempool_in_use_count(rxp);
+    const unsigned craft0 = rte_mempool_in_use_count(e.craft);
+    RxPacket rx[4];
+    // One at a time, each released by the next (empty) burst: gathered, put back per 32.
+    unsigned gathered = 0;
+    bool put = false;
+    for (uint32_t i = 0; i < 40; ++i) {
+        e.inject(0, 0, craft_frame(20 + i % 8, {}, rxp));
+        REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+        CHECK(rx[0].len == 20 + i % 8);
+        CHECK(rx[0].data[7] == 7);
+        REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
+        if (++gathered > 32) {
+            gathered -= 32;
+            put = true;
+        }
+        CHECK(rte_mempool_in_use_count(rxp) == used0 + gathered);
+        CHECK(e.b->pool_usage().rx == used0);
+    }
+    CHECK(put);
+    e.b->rx_release(0);
+    CHECK(rte_mempool_in_use_count(rxp) == used0);
+    // Shared (a second reference, ours): that reference stays.
+    rte_mbuf* shared = craft_frame(101, {}, rxp);
+    rte_mbuf_refcnt_update(shared, 1);
+    e.inject(0, 0, shared);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
+    CHECK(rte_mbuf_refcnt_read(shared) == 1);
+    CHECK(rte_mempool_in_use_count(rxp) == used0 + 1);
+    rte_pktmbuf_free(shared);
+    // A chain: both segments back at once.
+    e.inject(0, 0, rechain(craft_frame(300, {}, rxp), {42 + 72}, rxp));
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+    CHECK(rte_mempool_in_use_count(rxp) == used0 + 2);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
+    CHECK(rte_mempool_in_use_count(rxp) == used0);
+    // Indirect (attached to orig, ours): back at once, orig ours alone again.
+    rte_mbuf* orig = craft_frame(102, {}, rxp);
+    rte_mbuf* clone = rte_pktmbuf_clone(orig, rxp);
+    REQUIRE(clone);
+    e.inject(0, 0, clone);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
+    CHECK(rte_mbuf_refcnt_read(orig) == 1);
+    CHECK(rte_mempool_in_use_count(rxp) == used0 + 1);
+    rte_pktmbuf_free(orig);
+    // Another pool's: back in that pool at once.
+    e.inject(0, 0, craft_frame(104));
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
+    CHECK(rte_mempool_in_use_count(e.craft) == craft0);
+    // Taken by rx_take: the caller's.
+    rte_mbuf* taken = craft_frame(103, {}, rxp);
+    e.inject(0, 0, taken);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
+    REQUIRE(e.b->rx_take(0, 0, nullptr) == taken);
+    REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
+    CHECK(rte_mempool_in_use_count(rxp) == used0 + 1);
+    rte_pktmbuf_free(taken);
+    CHECK(rte_mempool_in_use_count(rxp) == used0);
+    CHECK(e.b->pool_usage().rx == used0);
+}
+
 namespace {
 
 // Frames that must be dropped, each an edit of craft_frame(100), and the
