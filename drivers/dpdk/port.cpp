@@ -959,8 +959,9 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
         rte_mbuf* m = rq.rx[0];
         const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
         uint32_t dlen = 0;
-        const uint32_t peer = rx_fast(rq, m, f, dlen);
-        if (peer != kNoPeer && m->data_len >= kL2L4 + dlen) [[likely]] {
+        // The IP datagram within the segment: the UDP one is too.
+        const uint32_t peer = rx_fast(rq, m, f, m->data_len, dlen);
+        if (peer != kNoPeer) [[likely]] {
             const uint8_t ce = set_rx(*out, f + kL2L4, dlen, nullptr, 0, peer, queue, f[kEth + 1]);
             rq.keep[0] = m;
             rq.held = 1;
@@ -974,15 +975,15 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
 }
 
 // rx_burst's fast test of one frame: a 20-byte-IP frame of ours whose
-// headers lie in its first segment, every field that is constant for valid
-// traffic tested at once. It accepts only frames the full classification
-// (rx_classify) accepts, with the same results: their peer, and in dlen the
-// UDP payload's length; kNoPeer for anything else, to be counted under the
-// reason rx_classify gives.
+// headers lie in its first segment and whose IP datagram ends within the
+// frame's first limit bytes (limit: at most pkt_len), every field that is
+// constant for valid traffic tested at once. It accepts only frames the full
+// classification (rx_classify) accepts, with the same results: their peer,
+// and in dlen the UDP payload's length; kNoPeer for anything else, to be
+// counted under the reason rx_classify gives.
 [[gnu::always_inline]] inline uint32_t DpdkPort::rx_fast(RxQueue& rq, const rte_mbuf* m, const uint8_t* f,
-                                                         uint32_t& dlen) noexcept {
+                                                         uint32_t limit, uint32_t& dlen) noexcept {
     if (m->data_len < kL2L4) return kNoPeer;
-    const uint32_t plen = m->pkt_len;
     const uint32_t tot = be16(f + kEth + 2);
     const uint32_t ulen = be16(f + kEth + kIp + 4);
     const uint64_t ck = m->ol_flags & (RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK);
@@ -992,7 +993,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     // (ulen >= 8 and ulen + 20 <= tot: tot >= 28, an IPv4 + UDP header.)
     // Branches, not the flags and'ed: each test of a frame of ours is taken
     // alike every time, and the setcc and and's cost 5 more (round 43).
-    if (!match(f) || kEth + tot > plen || ulen < kUdp || ulen + kIp > tot) return kNoPeer;
+    if (!match(f) || kEth + tot > limit || ulen < kUdp || ulen + kIp > tot) return kNoPeer;
     // No checksum flag at all (software PMDs: memif, net_ring) is the common case.
     if (ck == 0) [[likely]] {
         if (!ipv4_hdr20_ok(f + kEth)) return kNoPeer;
@@ -1041,7 +1042,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
         const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
         RxHdr h;
         uint32_t fdlen = 0;
-        h.peer = rx_fast(rq, m, f, fdlen);
+        h.peer = rx_fast(rq, m, f, m->pkt_len, fdlen);
         if (h.peer != kNoPeer) {
             if (m->data_len >= kL2L4 + fdlen) [[likely]] {
                 // The whole datagram in this segment: handed over here.
