@@ -828,21 +828,6 @@ struct RxHdr {
     asm("" : "+m"(c));
 }
 
-// A datagram handed to the engine, in one span (data2 null, len2 0) or two;
-// returns its CE mark (R-ECN-2) from the IPv4 TOS byte.
-[[gnu::always_inline]] inline uint8_t set_rx(RxPacket& r, const uint8_t* data, uint32_t len, const uint8_t* data2,
-                                             uint32_t len2, uint32_t peer, uint16_t queue, uint8_t tos) noexcept {
-    const uint8_t ce = (tos & kEctMask) == kCe;
-    r.data = data;
-    r.len = len;
-    r.data2 = data2;
-    r.len2 = len2;
-    r.peer = peer;
-    r.local_path = queue;
-    r.ce = ce;
-    return ce;
-}
-
 // Every frame rx_burst's fast path does not take: the full checks in their
 // order, the first that fails counted.
 [[gnu::noinline, gnu::cold]] RxHdr rx_classify(const rte_mbuf* m, PortStats& st, uint32_t local_ip,
@@ -950,40 +935,19 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     // A busy poller's most common call: out before the burst's setup (the
     // counters; round 34).
     if (nb == 0) return 0;
-    // A ping-pong's every receive (memif: the peer's one frame per send): the
-    // lone frame of ours, whole in its segment, without the loop's setup, its
-    // accumulators and the drop list (round 43). Anything else, the link cut
-    // too, goes the general way, which tests the frame again from the start
-    // (rx_fast's only side effect, the source cache, holds a correct answer).
-    if (nb == 1 && !g_link_cut[cfg_.port_id].load(std::memory_order_relaxed)) [[likely]] {
-        rte_mbuf* m = rq.rx[0];
-        const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
-        uint32_t dlen = 0;
-        // The IP datagram within the segment: the UDP one is too.
-        const uint32_t peer = rx_fast(rq, m, f, m->data_len, dlen);
-        if (peer != kNoPeer) [[likely]] {
-            const uint8_t ce = set_rx(*out, f + kL2L4, dlen, nullptr, 0, peer, queue, f[kEth + 1]);
-            rq.keep[0] = m;
-            rq.held = 1;
-            add_count(rq.st.rx_packets, 1);
-            add_count(rq.st.rx_ce, ce);
-            add_count(rq.st.rx_bytes, dlen);
-            return 1;
-        }
-    }
     return rx_frames(rq, out, nb);
 }
 
 // rx_burst's fast test of one frame: a 20-byte-IP frame of ours whose
-// headers lie in its first segment and whose IP datagram ends within the
-// frame's first limit bytes (limit: at most pkt_len), every field that is
-// constant for valid traffic tested at once. It accepts only frames the full
-// classification (rx_classify) accepts, with the same results: their peer,
-// and in dlen the UDP payload's length; kNoPeer for anything else, to be
-// counted under the reason rx_classify gives.
+// headers lie in its first segment, every field that is constant for valid
+// traffic tested at once. It accepts only frames the full classification
+// (rx_classify) accepts, with the same results: their peer, and in dlen the
+// UDP payload's length; kNoPeer for anything else, to be counted under the
+// reason rx_classify gives.
 [[gnu::always_inline]] inline uint32_t DpdkPort::rx_fast(RxQueue& rq, const rte_mbuf* m, const uint8_t* f,
-                                                         uint32_t limit, uint32_t& dlen) noexcept {
+                                                         uint32_t& dlen) noexcept {
     if (m->data_len < kL2L4) return kNoPeer;
+    const uint32_t plen = m->pkt_len;
     const uint32_t tot = be16(f + kEth + 2);
     const uint32_t ulen = be16(f + kEth + kIp + 4);
     const uint64_t ck = m->ol_flags & (RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK);
@@ -993,7 +957,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     // (ulen >= 8 and ulen + 20 <= tot: tot >= 28, an IPv4 + UDP header.)
     // Branches, not the flags and'ed: each test of a frame of ours is taken
     // alike every time, and the setcc and and's cost 5 more (round 43).
-    if (!match(f) || kEth + tot > limit || ulen < kUdp || ulen + kIp > tot) return kNoPeer;
+    if (!match(f) || kEth + tot > plen || ulen < kUdp || ulen + kIp > tot) return kNoPeer;
     // No checksum flag at all (software PMDs: memif, net_ring) is the common case.
     if (ck == 0) [[likely]] {
         if (!ipv4_hdr20_ok(f + kEth)) return kNoPeer;
@@ -1032,7 +996,15 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
     // A datagram of dlen bytes in one span (data2 null) or two, handed over in out[k].
     const auto hand_over = [&](rte_mbuf* m, uint32_t peer, uint8_t tos, const uint8_t* data, uint32_t len1,
                                const uint8_t* data2, uint32_t dlen) {
-        const uint8_t ce = set_rx(out[k], data, len1, data2, dlen - len1, peer, queue, tos);
+        const uint8_t ce = (tos & kEctMask) == kCe;
+        RxPacket& r = out[k];
+        r.data = data;
+        r.len = len1;
+        r.data2 = data2;
+        r.len2 = dlen - len1;
+        r.peer = peer;
+        r.local_path = queue;
+        r.ce = ce;
         ce_count += ce;
         bytes += dlen;
         rq.keep[k++] = m;
@@ -1042,7 +1014,7 @@ size_t DpdkPort::rx_burst(uint16_t queue, RxPacket* out, size_t max) noexcept {
         const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
         RxHdr h;
         uint32_t fdlen = 0;
-        h.peer = rx_fast(rq, m, f, m->pkt_len, fdlen);
+        h.peer = rx_fast(rq, m, f, fdlen);
         if (h.peer != kNoPeer) {
             if (m->data_len >= kL2L4 + fdlen) [[likely]] {
                 // The whole datagram in this segment: handed over here.

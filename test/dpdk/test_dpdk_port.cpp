@@ -990,11 +990,11 @@ TEST_CASE("dpdk: bad frames are dropped and counted", "[dpdk]") {
     }
 }
 
-// rx_burst takes a burst of one frame (every receive of a ping-pong) on a
-// path of its own; a frame it does not take there goes the general way, so
-// each bad frame alone in its burst must be dropped and counted as behind or
-// before others, a good one alone handed over with its CE mark, and a lone
-// frame on a cut link freed and counted like a burst's.
+// A frame alone in its burst (a ping-pong's every receive; round 43 tried a
+// path of its own for it): each bad frame alone must be dropped and counted
+// as behind or before others, a good one alone handed over in place with its
+// CE mark, and a lone frame on a cut link freed and counted (rx_cut) like a
+// burst's.
 TEST_CASE("dpdk: a frame alone in its burst is taken, dropped or counted as in a longer burst", "[dpdk]") {
     Env& e = env();
     LeakGuard guard;
