@@ -18,6 +18,11 @@
 # per end by part, both side by side; the clock reads per round trip (the
 # bare loop reads it once per poll, so they count its polls), mroce's passes,
 # packets, tail-loss probes (R-TIMER-8) and duplicates per round trip.
+# BOTH=1 (LAT=1): both ends under callgrind in the same runs, so that, as
+# natively and unlike with one end 50x slower than the other, each end mostly
+# takes the peer's answer and the ACK behind it in receives of their own
+# (round 43: with one end profiled, that end took both in one burst of two
+# in every round trip); prints each end's receive bursts with frames.
 # ENGINE_EXTRA: a line added to both ends' [engine] section (e.g.
 # "ack_delay_us = 0"), to compare settings in one build. LAT=1 defaults it to
 # "ack_delay_us = 1000000" (ENGINE_EXTRA= sets none): under callgrind the
@@ -63,10 +68,13 @@ EOC
 conf server 10.0.1.1 02:00:00:00:01:01 10.0.1.2 02:00:00:00:01:02 0 > "$T/s.conf"
 conf client 10.0.1.2 02:00:00:00:01:02 10.0.1.1 02:00:00:00:01:01 1 > "$T/c.conf"
 for role in client server; do
+    # BOTH=1: one pair of runs profiles both ends (cg.client.N and cg.server.N).
+    [ "${BOTH:-0}" = 0 ] || [ "$role" = client ] || break
     for n in "$N1" "$N2"; do
         vg="valgrind --tool=callgrind --callgrind-out-file=$T/cg.$role.$n"
         s=""; c=""
-        if [ "$role" = server ]; then s=$vg; else c=$vg; fi
+        if [ "${BOTH:-0}" != 0 ]; then s="valgrind --tool=callgrind --callgrind-out-file=$T/cg.server.$n"; c=$vg
+        elif [ "$role" = server ]; then s=$vg; else c=$vg; fi
         rm -f "$T/memif.sock"
         $s "$PERF" --config "$T/s.conf" --json --accept-timeout 120 > "$T/s.json" 2> "$T/s.err" &
         i=0; while [ ! -S "$T/memif.sock" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
@@ -75,6 +83,7 @@ for role in client server; do
             { cat "$T/c.err" "$T/s.err" >&2; exit 1; }
         wait
         cp "$T/s.json" "$T/s.$role.$n.json"
+        [ "${BOTH:-0}" = 0 ] || { cp "$T/s.json" "$T/s.server.$n.json"; cp "$T/c.$role.$n.json" "$T/c.server.$n.json"; }
     done
 done
 if [ "$LAT" != 0 ] && [ "${BARE:-1}" != 0 ]; then  # BARE=0: mroce-perf alone
@@ -174,6 +183,9 @@ if lat:
         a, b = f"{t}/cg.{role}.{n1}", f"{t}/cg.{role}.{n2}"
         print(f"mroce {role} profiled: {(calls(b, 'DpdkPort::tx_burst(') - calls(a, 'DpdkPort::tx_burst(')) / (n2 - n1):.3f} "
               f"transmit bursts (DpdkPort::tx_burst calls) per round trip")
+        # Empty polls included: each end receives 2.000 packets per round trip, so under 2 polls means bursts of two.
+        print(f"mroce {role} profiled: {(calls(b, 'DpdkPort::rx_burst(') - calls(a, 'DpdkPort::rx_burst(')) / (n2 - n1):.3f} "
+              f"receive polls (DpdkPort::rx_burst calls) per round trip")
         bd = per_op(load(f"{t}/cg.bare.{role}.{n1}"), load(f"{t}/cg.bare.{role}.{n2}")) if have_bare else {}
         for name, dd in ((f"{role} mroce", d), (f"{role} bare", bd)):
             tot[name] = sum(dd.values())

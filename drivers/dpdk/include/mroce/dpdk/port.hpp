@@ -268,6 +268,7 @@ private:
     [[gnu::noinline]] size_t tx_one(TxQueue& tq, uint16_t queue, const TxPacket* pkts) noexcept;
     [[gnu::noinline]] size_t tx_chunks(TxQueue& tq, uint16_t queue, const TxPacket* pkts, size_t n) noexcept;
     void retire_held(RxQueue& rq) noexcept;
+    uint32_t rx_fast(RxQueue& rq, const rte_mbuf* m, const uint8_t* f, uint32_t& dlen) noexcept;
     size_t rx_frames(RxQueue& rq, RxPacket* out, uint16_t nb) noexcept;
     void build_peer_index();
 
