@@ -832,7 +832,7 @@ static bool single_flags(const SendWqe& w) {
 // order as emit_data + next_new_segment; it stops at the first job of any
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
-    uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    uint32_t mask = c.txmask;
     // The packet cursor against its end: no count kept in the loop. Nothing
     // in the run adds jobs and each packet takes one, so the end is also
     // where the job ring runs empty.
@@ -877,7 +877,7 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         if (csn_nxt == csn_grow) [[unlikely]] {
             c.csn_nxt = csn_nxt;
             grow_txpkts(c);
-            mask = uint32_t(c.txpkts.size() - 1);
+            mask = c.txmask;
             csn_grow = grow_at();
         }
         c.jobs.drop_front();
