@@ -832,7 +832,7 @@ static bool single_flags(const SendWqe& w) {
 // order as emit_data + next_new_segment; it stops at the first job of any
 // other kind, which the caller hands to the general path or a segment run.
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
-    uint32_t mask = uint32_t(c.txpkts.size() - 1);
+    uint32_t mask = c.txmask;
     // The packet cursor against its end: no count kept in the loop. Nothing
     // in the run adds jobs and each packet takes one, so the end is also
     // where the job ring runs empty.
@@ -877,30 +877,37 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         if (csn_nxt == csn_grow) [[unlikely]] {
             c.csn_nxt = csn_nxt;
             grow_txpkts(c);
-            mask = uint32_t(c.txpkts.size() - 1);
+            mask = c.txmask;
             csn_grow = grow_at();
         }
         c.jobs.drop_front();
         w.next_seg = 1;
-        // The record field by field (request_pkt's, without a temporary);
-        // send_on_path adds the per-packet header fields, the message's follow.
+        // The record field by field (request_pkt's, without a temporary),
+        // and the header's message fields from the same values, still in
+        // registers (read back from the record after send_on_path's header
+        // byte stores, which the compiler must assume change it, they were
+        // seven loads a packet); send_on_path adds the per-packet fields.
         TxPkt& t = c.txpkts[csn_nxt & mask];
         const uint32_t len = w.wr.length;  // one packet: at most the segment size
         const uint16_t plen = uint16_t(len);
+        const Opcode opcode = w.opcode;
+        const uint32_t stream_id = s.wire_id, msg_seq = w.msg_seq, rkey = w.wr.rkey, recv_seq = w.recv_seq,
+                       imm = w.wr.imm;
+        const uint64_t remote_addr = w.wr.remote_addr;
         t.payload = w.local;
-        t.remote_addr = w.wr.remote_addr;
+        t.remote_addr = remote_addr;
         t.csn = csn_nxt++;
-        t.stream_id = s.wire_id;
-        t.msg_seq = w.msg_seq;
+        t.stream_id = stream_id;
+        t.msg_seq = msg_seq;
         t.msg_len = len;
         t.offset = 0;
-        t.rkey = w.wr.rkey;
-        t.recv_seq = w.recv_seq;
-        t.imm = w.wr.imm;
+        t.rkey = rkey;
+        t.recv_seq = recv_seq;
+        t.imm = imm;
         t.stream_idx = job.stream_idx;
         t.sq_slot = job.slot;
         t.payload_len = plen;
-        t.opcode = w.opcode;
+        t.opcode = opcode;
         t.dflags = w.wr.solicited ? wire::kDataSolicited : 0;
         // state and sent_before are send_on_path's, written here beside
         // is_request and rnr_tries: four adjacent constant bytes, one store.
@@ -910,24 +917,23 @@ size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bo
         t.rnr_tries = 0;
         t.src_key = 0;  // a record last used by a READ response must not void this packet (R-MEM-6)
         TxPacket& o = *op;
-        // The per-packet fields first, then the message's: send_on_path reads
-        // the record before any of the header's byte stores (which the
-        // compiler must assume change it) and writes only its own offsets.
-        send_on_path(c, t, pi, o, now, o.hdr, true);
+        // The message's header fields first, then the per-packet ones:
+        // send_on_path writes only its own offsets.
         {
             using namespace wire::detail;
             uint8_t* h = o.hdr;
             std::memcpy(h, common, wire::kCommonLen);
             put16(h + 12, uint16_t(pi));
-            put8(h + 24, uint8_t(t.opcode));
-            put32(h + 28, t.stream_id);
-            put32(h + 32, t.msg_seq);
+            put8(h + 24, uint8_t(opcode));
+            put32(h + 28, stream_id);
+            put32(h + 32, msg_seq);
             put32(h + 36, len);
-            put32(h + 44, t.rkey);
-            put64(h + 48, t.remote_addr);
-            put32(h + 56, t.recv_seq);
-            put32(h + 60, t.imm);
+            put32(h + 44, rkey);
+            put64(h + 48, remote_addr);
+            put32(h + 56, recv_seq);
+            put32(h + 60, imm);
         }
+        send_on_path(c, t, pi, o, now, o.hdr, true);
         bytes += plen;
         due = std::min(due, c.paths[pi].sched_timer);  // 0: not worked out yet (plan_paths)
         if (hints) c.pacer.consume(now, plen + uint32_t(wire::kDataLen));
