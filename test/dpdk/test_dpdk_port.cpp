@@ -209,6 +209,20 @@ rte_mbuf* craft_frame(uint32_t len, const std::function<void(uint8_t*, rte_mbuf*
     return m;
 }
 
+// The released RX mbufs a queue holds gathered (port.cpp, RxQueue::ret):
+// put back to the pool 32 at a time, so in use beside the pool's count.
+struct GatheredCount {
+    unsigned held = 0;
+    bool put = false;  // a put of 32 happened
+    void add(unsigned n) {
+        held += n;
+        if (held > 32) {
+            held -= 32;
+            put = true;
+        }
+    }
+};
+
 void send_all(DpdkPort& p, uint16_t q, const std::vector<TxPacket>& v) {
     REQUIRE(p.tx_burst(q, v.data(), v.size()) == v.size());
 }
@@ -858,8 +872,7 @@ TEST_CASE("dpdk: rx_burst's release gathers plain RX-pool mbufs for one put, fre
     // Bursts of plain frames, each released by the next rx_burst: never more
     // than 32 gathered, put back each time 32 have, and the mbufs come back
     // out of the pool intact for the frames after.
-    unsigned gathered = 3;
-    bool put = false;
+    GatheredCount gathered{3};
     for (int round = 0; round < 12; ++round) {
         for (uint32_t i = 0; i < 7; ++i) e.inject(0, 0, craft_frame(40 + i, {}, rxp));
         REQUIRE(e.b->rx_burst(0, rx, 8) == 7);
@@ -869,15 +882,11 @@ TEST_CASE("dpdk: rx_burst's release gathers plain RX-pool mbufs for one put, fre
         }
         CHECK(e.b->pool_usage().rx == used0 + 7);
         REQUIRE(e.b->rx_burst(0, rx, 8) == 0);
-        gathered += 7;
-        if (gathered > 32) {
-            gathered -= 32;
-            put = true;
-        }
-        CHECK(rte_mempool_in_use_count(rxp) == used0 + gathered);
+        gathered.add(7);
+        CHECK(rte_mempool_in_use_count(rxp) == used0 + gathered.held);
         CHECK(e.b->pool_usage().rx == used0);
     }
-    CHECK(put);
+    CHECK(gathered.put);
     e.b->rx_release(0);
     CHECK(rte_mempool_in_use_count(rxp) == used0);
 }
@@ -895,22 +904,18 @@ TEST_CASE("dpdk: a lone frame's release gathers a plain RX-pool mbuf, frees any 
     const unsigned craft0 = rte_mempool_in_use_count(e.craft);
     RxPacket rx[4];
     // One at a time, each released by the next (empty) burst: gathered, put back per 32.
-    unsigned gathered = 0;
-    bool put = false;
+    GatheredCount gathered;
     for (uint32_t i = 0; i < 40; ++i) {
         e.inject(0, 0, craft_frame(20 + i % 8, {}, rxp));
         REQUIRE(e.b->rx_burst(0, rx, 4) == 1);
         CHECK(rx[0].len == 20 + i % 8);
         CHECK(rx[0].data[7] == 7);
         REQUIRE(e.b->rx_burst(0, rx, 4) == 0);
-        if (++gathered > 32) {
-            gathered -= 32;
-            put = true;
-        }
-        CHECK(rte_mempool_in_use_count(rxp) == used0 + gathered);
+        gathered.add(1);
+        CHECK(rte_mempool_in_use_count(rxp) == used0 + gathered.held);
         CHECK(e.b->pool_usage().rx == used0);
     }
-    CHECK(put);
+    CHECK(gathered.put);
     e.b->rx_release(0);
     CHECK(rte_mempool_in_use_count(rxp) == used0);
     // Shared (a second reference, ours): that reference stays.
