@@ -579,7 +579,7 @@ TEST_CASE("drive loop pipeline: the CC stage is exchanged before a pass (views f
     CHECK(loop.next_deadline(5) == UINT64_MAX);   // no deadline of its own: the engine's
 }
 
-TEST_CASE("drive loop: run() passes the app's activity to the port's wait policy, and after a pass without work the engine's deadline", "[loop]") {
+TEST_CASE("drive loop: run() passes the app's activity to the port's wait policy, the pass's own clock after work, and after a pass without work a fresh clock and the engine's deadline", "[loop]") {
     World w;
     struct WaitPort : ScriptPort {
         Time* clock;
@@ -603,5 +603,8 @@ TEST_CASE("drive loop: run() passes the app's activity to the port's wait policy
     // Pass 1 moved a packet, pass 2 the app did something, pass 3 nothing
     // happened. After work the loop runs again at once: the deadline is now,
     // the engine's not worked out (round 33); after none, the engine's.
-    CHECK(waits == std::vector<std::string>{"1 2 2", "1 4 4", "0 6 1000"});
+    // After work the pass's clock serves (one read per pass, as
+    // Device::idle); before a wait, a fresh one.
+    CHECK(waits == std::vector<std::string>{"1 1 1", "1 2 2", "0 4 1000"});
+    CHECK(clock == 4);
 }

@@ -299,7 +299,10 @@ public:
             bool active = step(now) != 0;
             if constexpr (std::is_void_v<std::invoke_result_t<App&, Time>>) app(now);
             else active |= bool(app(now));
-            if constexpr (kWaits) idle(active, port_.now());
+            // After work the port returns at once and reads no clock: the
+            // pass's own serves (Device::idle does the same); before a wait,
+            // a fresh one, which the wait is timed from.
+            if constexpr (kWaits) idle(active, active ? now : port_.now());
         }
     }
 
