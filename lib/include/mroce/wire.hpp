@@ -59,6 +59,9 @@ enum class Opcode : uint8_t {
     atomic_cas = 7,
     atomic_fadd = 8,
     atomic_resp = 9,
+    // R-PACK-1: k >= 2 whole WRITEs of one stream, consecutive msg_seq from the
+    // header's, in one DATA packet; only toward a peer that accepts them (R-PACK-2).
+    write_pack = 10,
 };
 
 // Data packet flags (R-DATA-9).
@@ -68,6 +71,17 @@ enum DataFlags : uint8_t {
     kDataAckNow = 1u << 2,      // receiver should ack this path without delay
     kDataVoid = 1u << 3,        // the requester gave this CSN up: consume it, place nothing (R-NAK-10)
 };
+
+// Common header flags of CONNECT_REQ and CONNECT_ACK (R-PACK-2); every
+// other type sends 0 (R-WIRE-8).
+enum ConnectFlags : uint16_t {
+    kConnAcceptsPack = 1u << 0,  // "send me WRITE_PACK packets" (R-PACK-2)
+};
+
+// R-PACK-1: a WRITE_PACK payload is msg_len entries, each a 16-byte head
+// (rkey, length, remote_addr) followed by the message's length bytes.
+inline constexpr size_t kPackEntryHead = 16;
+inline constexpr uint32_t kMaxPackEntries = 32;
 
 enum AckFlags : uint8_t {
     kAckCe = 1u << 0,  // a data packet on this path carried CE since the previous ack
@@ -89,7 +103,7 @@ enum class Syndrome : uint8_t {
 struct CommonHeader {
     uint8_t version = kVersion;
     PacketType type = PacketType::data;
-    uint16_t flags = 0;     // reserved in v1: zero on send, ignored on receive
+    uint16_t flags = 0;     // CONNECT_*: ConnectFlags (R-PACK-2); otherwise reserved (R-WIRE-8)
     uint32_t dst_conn = 0;  // receiver's connection id (0 only for connect_req)
     uint32_t src_conn = 0;  // sender's connection id
     uint16_t path_id = 0;   // sender's path index the packet concerns
@@ -241,8 +255,42 @@ PlaneAddr plane_addr(const Packet& p, size_t i) noexcept;
 
 // Opcode properties used by both codec and engine.
 constexpr bool valid_opcode(uint8_t o) noexcept {
-    return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp);
+    return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::write_pack);
 }
+// One entry of a WRITE_PACK payload (R-PACK-1): the message msg_seq =
+// header's msg_seq + index; its bytes are bytes [at, at + length) of the
+// payload (payload, then payload_tail).
+struct PackEntry {
+    uint32_t rkey = 0;
+    uint32_t length = 0;
+    uint64_t remote_addr = 0;
+    uint32_t at = 0;
+};
+
+// Walks the entries of a WRITE_PACK payload given as two spans (the second
+// empty for a contiguous datagram). next() returns false at the end or at
+// a malformed entry (ok() then false); never reads outside the spans.
+class PackReader {
+public:
+    PackReader(std::span<const uint8_t> a, std::span<const uint8_t> b, uint32_t count) noexcept
+        : a_(a), b_(b), left_(count) {}
+    bool next(PackEntry& e) noexcept;
+    // Every entry read, and they filled the payload exactly.
+    bool done() const noexcept { return left_ == 0 && pos_ == a_.size() + b_.size(); }
+    bool ok() const noexcept { return ok_; }
+
+private:
+    std::span<const uint8_t> a_, b_;
+    uint32_t left_;
+    size_t pos_ = 0;
+    bool ok_ = true;
+};
+
+// R-PACK-1's checks of a WRITE_PACK payload (the header's checks passed):
+// every entry whole within payload_len, no destination range that wraps,
+// exactly msg_len entries filling the payload.
+bool pack_valid(std::span<const uint8_t> a, std::span<const uint8_t> b, uint32_t count) noexcept;
+
 constexpr bool carries_rkey(Opcode o) noexcept {
     return o == Opcode::write || o == Opcode::write_imm || o == Opcode::read_req ||
            o == Opcode::atomic_cas || o == Opcode::atomic_fadd;
@@ -319,6 +367,9 @@ inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
                (d.remote_addr & 7) == 0;
     case Opcode::atomic_resp:
         return d.payload_len == kAtomicRespPayload && d.msg_len == 8 && d.offset == 0;
+    case Opcode::write_pack:  // R-PACK-1: msg_len is the entry count; the entries: pack_valid
+        return d.msg_len >= 2 && d.msg_len <= kMaxPackEntries && d.offset == 0 &&
+               d.payload_len >= d.msg_len * kPackEntryHead;
     }
     return false;  // not an opcode (R-WIRE-4)
 }
@@ -469,7 +520,12 @@ inline size_t parse_plane_block(std::span<const uint8_t> block, PlaneAddr* out) 
     // R-WIRE-5
     if (out.common.dst_conn == 0 || out.common.src_conn == 0) return DecodeError::inconsistent;
     const DecodeError e = detail::decode_data_fields(p, n, out.data);
-    if (e == DecodeError::ok) [[likely]] out.payload = buf.subspan(kDataLen, out.data.payload_len);
+    if (e != DecodeError::ok) [[unlikely]] return e;
+    out.payload = buf.subspan(kDataLen, out.data.payload_len);
+    if (out.data.opcode == Opcode::write_pack && !pack_valid(out.payload, {}, out.data.msg_len)) [[unlikely]] {
+        out.payload = {};
+        return DecodeError::inconsistent;
+    }
     return e;
 }
 
