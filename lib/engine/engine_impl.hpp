@@ -1098,6 +1098,7 @@ struct Engine::Impl {
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr,
                       bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    template <bool MayPack>
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
     // R-PACK-3, R-PACK-4: WRITE_PACK packets from the front of the job ring.
     [[gnu::noinline]] size_t pack_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);

@@ -62,10 +62,6 @@ void Engine::Impl::rx_one(const RxPacket& rp, Time now) {
         pk.common.path_id = wire::detail::get16(p + 12);
         pk.payload = {p + wire::kDataLen, pk.data.payload_len};
         pk.payload_tail = {};
-        if (pk.data.opcode == Opcode::write_pack && !wire::pack_valid(pk.payload, {}, pk.data.msg_len)) [[unlikely]] {
-            count_decode_error(wire::DecodeError::inconsistent);  // R-PACK-1
-            return;
-        }
     } else {
         ++rx_may_send;
         cur_rx = &rp;
@@ -909,9 +905,10 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
         if (d.opcode == Opcode::read_resp) void_read_resp(c, d);
         return Placed::ok;
     }
-    if (d.opcode == Opcode::write_pack) [[unlikely]] return place_pack(c, pk, now);
     Stream* sp = c.find_stream(d.stream_id, &sidx);
     if (!sp) [[unlikely]] {
+        // R-PACK-6: a WRITE_PACK for a missing stream is refused or not ready
+        // as a whole, as its first entry would be (below).
         // R-STREAM-11: a response for a stream destroyed meanwhile: no WR
         // waits for it at either end; acknowledged, not placed.
         if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
@@ -933,7 +930,12 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     // nothing extra live across the checks.
 
     // Responses land in the requester's own work request (R-READ-3, R-ATOMIC-3).
-    if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
+    // One test for the three opcodes off the common path (responses and WRITE_PACK).
+    static_assert(uint8_t(Opcode::write_pack) < 32);
+    constexpr uint32_t kRare = 1u << uint8_t(Opcode::read_resp) | 1u << uint8_t(Opcode::atomic_resp) |
+                               1u << uint8_t(Opcode::write_pack);
+    if ((kRare >> (uint8_t(d.opcode) & 31)) & 1) [[unlikely]] {
+        if (d.opcode == Opcode::write_pack) return place_pack(c, pk, now);
         if (s.sq.empty()) [[unlikely]] {  // the stream never sent a request: nothing it answers
             ++st.rx_stale;
             return Placed::ok;

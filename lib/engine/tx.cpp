@@ -747,14 +747,7 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     Stream& s = c.streams[job.stream_idx];
     SendWqe& w = s.sq[job.slot];
     if (w.npkts == 1) {
-        // R-PACK-3: with two jobs or more queued toward a peer that accepts
-        // them, small WRITEs go packed (a message alone never waits: one job
-        // is single_run's, at once).
-        if (c.jobs.size() >= 2 && c.pack) [[unlikely]] {
-            const size_t k = pack_run(c, out, max, now, blocked);
-            if (k || blocked) return k;
-        }
-        return single_run(c, out, max, now, blocked);
+        return single_run<true>(c, out, max, now, blocked);  // (R-PACK-3: single_run decides to pack)
     }
     return multi_run(c, s, w, out, max, blocked);
 }
@@ -820,7 +813,7 @@ size_t Engine::Impl::pack_run(Conn& c, TxPacket* out, size_t max, Time now, bool
         uint32_t bytes = 0;
         const uint32_t k = packable(c, bytes);
         if (k < 2) {
-            const size_t one = single_run(c, out + n, 1, now, blocked);
+            const size_t one = single_run<false>(c, out + n, 1, now, blocked);
             if (!one) break;  // (blocked, or a job single_run does not take: the caller's)
             ++n;
             continue;
@@ -832,7 +825,7 @@ size_t Engine::Impl::pack_run(Conn& c, TxPacket* out, size_t max, Time now, bool
         if (c.csn_nxt - c.csn_una > c.txmask) [[unlikely]] grow_txpkts(c);
         uint8_t* const buf = pack_room(c, c.csn_nxt, bytes);
         if (!buf) {
-            const size_t one = single_run(c, out + n, 1, now, blocked);
+            const size_t one = single_run<false>(c, out + n, 1, now, blocked);
             if (!one) break;
             ++n;
             continue;
@@ -873,7 +866,8 @@ size_t Engine::Impl::pack_run(Conn& c, TxPacket* out, size_t max, Time now, bool
         c.st.tx_packed_messages += k;
         ++n;
     }
-    return n;
+    // Nothing packed (the front pair does not pack): the run goes as without packing.
+    return n || blocked ? n : single_run<false>(c, out, max, now, blocked);
 }
 
 // emit_segment_run's message of more than one packet: w, of stream s, the
@@ -960,13 +954,28 @@ static bool single_flags(const SendWqe& w) {
 // of retransmissions and responses per packet. Same decisions in the same
 // order as emit_data + next_new_segment; it stops at the first job of any
 // other kind, which the caller hands to the general path or a segment run.
+// MayPack (emit_segment_run's call): R-PACK-3, with two jobs or more queued
+// toward a peer that accepts them and a small WRITE at the front, the run is
+// pack_run's (a message alone never waits: one job leaves here, at once; a
+// run of anything else goes here whole, as without packing). The job count
+// is the one the run's end needs anyway: for a message alone the test is a
+// compare. pack_run's own calls (MayPack false) send one job it did not pack.
+template <bool MayPack>
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
+    const uint32_t njobs = c.jobs.size();
+    if constexpr (MayPack) {
+        if (njobs >= 2 && c.pack) [[unlikely]] {
+            const TxJob& j = c.jobs.front();
+            const SendWqe& w = c.streams[j.stream_idx].sq[j.slot];
+            if (w.opcode == Opcode::write && w.wr.length <= kPackEntryMax) return pack_run(c, out, max, now, blocked);
+        }
+    }
     uint32_t mask = c.txmask;
     // The packet cursor against its end: no count kept in the loop. Nothing
     // in the run adds jobs and each packet takes one, so the end is also
     // where the job ring runs empty.
     TxPacket* op = out;
-    TxPacket* const end = out + std::min<size_t>(max, c.jobs.size());
+    TxPacket* const end = out + std::min<size_t>(max, njobs);
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
     // Locals for what no step of the run changes but the run itself (the

@@ -135,7 +135,7 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
 
     switch (c.type) {
     case PacketType::data: {
-        const DecodeError e = detail::decode_data_fields(p, n, out.data);
+        const DecodeError e = detail::decode_data_fields(p, n, out.data, !Split);
         if (e != DecodeError::ok) return e;
         if constexpr (Split) {
             // n == hl + payload_len: the payload is the rest of first, then all of second.
@@ -144,10 +144,13 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
         } else {
             out.payload = first.subspan(hl, out.data.payload_len);
         }
-        if (out.data.opcode == Opcode::write_pack && !pack_valid(out.payload, out.payload_tail, out.data.msg_len)) {
-            out.payload = {};
-            out.payload_tail = {};
-            return DecodeError::inconsistent;  // R-PACK-1
+        if constexpr (Split) {
+            // R-PACK-1: the entries across both spans (D5; the contiguous decoder checked them with the header).
+            if (out.data.opcode == Opcode::write_pack && !pack_valid(out.payload, out.payload_tail, out.data.msg_len)) {
+                out.payload = {};
+                out.payload_tail = {};
+                return DecodeError::inconsistent;
+            }
         }
         return DecodeError::ok;
     }
@@ -300,10 +303,14 @@ bool PackReader::next(PackEntry& e) noexcept {
     const size_t total = a_.size() + b_.size();
     // The entry's head, possibly across the two spans: copied out byte-exact.
     if (total - pos_ < kPackEntryHead) return ok_ = false;
-    uint8_t h[kPackEntryHead];
-    for (size_t i = 0; i < kPackEntryHead; ++i) {
-        const size_t at = pos_ + i;
-        h[i] = at < a_.size() ? a_[at] : b_[at - a_.size()];
+    uint8_t copy[kPackEntryHead];
+    const uint8_t* h = a_.data() + pos_;
+    if (pos_ + kPackEntryHead > a_.size()) [[unlikely]] {  // (across the spans, or in the second)
+        for (size_t i = 0; i < kPackEntryHead; ++i) {
+            const size_t at = pos_ + i;
+            copy[i] = at < a_.size() ? a_[at] : b_[at - a_.size()];
+        }
+        h = copy;
     }
     e.rkey = get32(h);
     e.length = get32(h + 4);

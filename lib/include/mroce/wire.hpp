@@ -345,7 +345,10 @@ inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
 }
 
 // R-WIRE-7: per-opcode consistency of a data header.
-[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d) noexcept {
+// pay: the payload when it lies whole after the header (a WRITE_PACK's
+// entries are checked here, in D5, at no cost to the other opcodes), or null
+// for a datagram in two spans (decode_split checks the entries itself).
+[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d, const uint8_t* pay) noexcept {
     const uint64_t end = uint64_t(d.offset) + d.payload_len;
     switch (d.opcode) {
     case Opcode::send:
@@ -367,9 +370,10 @@ inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
                (d.remote_addr & 7) == 0;
     case Opcode::atomic_resp:
         return d.payload_len == kAtomicRespPayload && d.msg_len == 8 && d.offset == 0;
-    case Opcode::write_pack:  // R-PACK-1: msg_len is the entry count; the entries: pack_valid
+    case Opcode::write_pack:  // R-PACK-1: msg_len is the entry count
         return d.msg_len >= 2 && d.msg_len <= kMaxPackEntries && d.offset == 0 &&
-               d.payload_len >= d.msg_len * kPackEntryHead;
+               d.payload_len >= d.msg_len * kPackEntryHead &&
+               (!pay || pack_valid({pay, d.payload_len}, {}, d.msg_len));
     }
     return false;  // not an opcode (R-WIRE-4)
 }
@@ -383,8 +387,10 @@ inline uint64_t swap_be32_pair(uint64_t w) noexcept {
 
 // The data fields of a DATA header (bytes kCommonLen..kDataLen) and their
 // checks, for decode(), decode_split() and decode_data(); p holds at least
-// kDataLen bytes and n is the datagram's whole length.
-[[gnu::always_inline]] inline DecodeError decode_data_fields(const uint8_t* p, size_t n, DataHeader& d) noexcept {
+// kDataLen bytes and n is the datagram's whole length; contiguous: the
+// payload follows the header in p (every decoder but decode_split).
+[[gnu::always_inline]] inline DecodeError decode_data_fields(const uint8_t* p, size_t n, DataHeader& d,
+                                                             bool contiguous = true) noexcept {
     if constexpr (std::endian::native == std::endian::little && kDataHeaderWireLayout) {
         // DataHeader lays its fields out as the wire does (kDataHeaderWireLayout),
         // so the header is seven 8-byte words, each swapped in a register and
@@ -429,7 +435,7 @@ inline uint64_t swap_be32_pair(uint64_t w) noexcept {
     // One test on the common path: the datagram is exactly header + payload.
     if (n != kDataLen + d.payload_len) [[unlikely]]
         return n < kDataLen + d.payload_len ? DecodeError::truncated : DecodeError::oversized;
-    if (!data_consistent(d)) return DecodeError::inconsistent;
+    if (!data_consistent(d, contiguous ? p + kDataLen : nullptr)) return DecodeError::inconsistent;
     // R-PATH-5: the floor never passes the packet's own PSN.
     if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
     return DecodeError::ok;
@@ -520,12 +526,7 @@ inline size_t parse_plane_block(std::span<const uint8_t> block, PlaneAddr* out) 
     // R-WIRE-5
     if (out.common.dst_conn == 0 || out.common.src_conn == 0) return DecodeError::inconsistent;
     const DecodeError e = detail::decode_data_fields(p, n, out.data);
-    if (e != DecodeError::ok) [[unlikely]] return e;
-    out.payload = buf.subspan(kDataLen, out.data.payload_len);
-    if (out.data.opcode == Opcode::write_pack && !pack_valid(out.payload, {}, out.data.msg_len)) [[unlikely]] {
-        out.payload = {};
-        return DecodeError::inconsistent;
-    }
+    if (e == DecodeError::ok) [[likely]] out.payload = buf.subspan(kDataLen, out.data.payload_len);
     return e;
 }
 
