@@ -3,7 +3,8 @@
 # Instructions per data packet of the engine (doc/performance.md section 1),
 # where no hardware counters exist (a VM): mroce-bench-engine runs twice under
 # callgrind, with N1 and N2 packets, and the difference of the two runs is
-# divided by the difference of their data packets, so setup cancels. Prints
+# divided by the difference of their data packets (messages, when each is of
+# one packet's size: several may share a WRITE_PACK), so setup cancels. Prints
 # all instructions, the libc copies (wire assembly, placement, baseline), the
 # benchmark's own code, and what remains: the engine, both ends.
 #   scripts/bench-engine-instr.sh [BUILD_DIR | BINARY] [N1] [N2] [-- more mroce-bench-engine args]
@@ -38,7 +39,14 @@ def load(n):
             total = v
         else:
             fn[name] = fn.get(name, 0) + v
-    pk = int(re.search(r"(\d+) data packets", open(f"{t}/out.{n}").read()).group(1))
+    out = open(f"{t}/out.{n}").read()
+    pk = int(re.search(r"(\d+) data packets", out).group(1))
+    # Messages of one packet each (-s up to the segment size): per message,
+    # since WRITE_PACK (R-PACK-3) carries several in one data packet; before
+    # packing the two counts were equal. Larger messages: per data packet.
+    m = re.search(r"mtu (\d+) B.*\((\d+) x (\d+) B WRITE\)", out)
+    if m and int(m.group(3)) <= int(m.group(1)):
+        pk = int(m.group(2))
     return total, fn, pk
 t1, f1, p1 = load(n1)
 t2, f2, p2 = load(n2)
@@ -47,7 +55,7 @@ d = lambda pred: sum(f2.get(k, 0) - f1.get(k, 0) for k in set(f1) | set(f2) if p
 copies = d(lambda k: "memmove" in k or "memcpy" in k)
 harness = d(lambda k: "bench_engine.cpp" in k)
 total = (t2 - t1) / pk
-print(f"instructions per data packet (callgrind, runs of {p1} and {p2} data packets, difference / {pk}):")
+print(f"instructions per data packet or one-packet message (callgrind, runs of {p1} and {p2}, difference / {pk}):")
 rows = [("all", total), ("libc copies (wire assembly, placement, baseline)", copies),
         ("benchmark harness", harness), ("engine, both ends", total - copies - harness)]
 for name, v in rows:

@@ -201,7 +201,7 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
                                   "min_cwnd", "max_cwnd", "ecn", "reroute_after_marks", "max_inline",
                                   "max_send_sge", "max_recv_sge", "deferred_placement", "hint_interval_us",
                                   "keepalive_interval_us", "probe_rate", "probe_max_interval_us", "planes",
-                                  "tail_redundancy"};
+                                  "tail_redundancy", "pack_writes"};
     for (const auto& [k, v] : kv) {
         bool ok = false;
         for (const char* n : known) ok |= k == n;
@@ -239,6 +239,7 @@ void Adapter::open_device(const std::map<std::string, std::string>& kv) {
     e.probe_rate = uint32_t(num(kv, "probe_rate", e.probe_rate));
     e.probe_max_interval = num(kv, "probe_max_interval_us", e.probe_max_interval / 1000) * 1000;
     e.tail_redundancy = num(kv, "tail_redundancy", 0) != 0;
+    e.pack_writes = num(kv, "pack_writes", 1) != 0;  // R-PACK-2
     e.test_mutation = mutation_;
     // R-PLANE-1: planes=A,B,... one local address per plane (loopback: 127.0.0.x), all on the one port.
     if (auto it = kv.find("planes"); it != kv.end()) {

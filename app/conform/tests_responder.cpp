@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "fixture.hpp"
 
@@ -833,6 +834,89 @@ CONFORM_TEST(zero_length_send, "R-SEG-2:zero R-DATA-8:zero",
     wait_acked(e.p(), 0, s.psn);
     const auto wc = e.completions(1);
     check(wc[0].wr_id == 9 && wc[0].status == "success" && wc[0].byte_len == 0, "receive 9 success byte_len 0", wc[0].str());
+}
+
+
+namespace {
+
+// R-PACK-1: a WRITE_PACK payload from (rkey, remote address, bytes) entries.
+std::vector<uint8_t> pack_payload(const std::vector<std::tuple<uint32_t, uint64_t, std::vector<uint8_t>>>& entries) {
+    std::vector<uint8_t> p;
+    for (const auto& [rkey, addr, bytes] : entries) {
+        uint8_t h[wire::kPackEntryHead];
+        wire::detail::put32(h, rkey);
+        wire::detail::put32(h + 4, uint32_t(bytes.size()));
+        wire::detail::put64(h + 8, addr);
+        p.insert(p.end(), h, h + sizeof h);
+        p.insert(p.end(), bytes.begin(), bytes.end());
+    }
+    return p;
+}
+
+}  // namespace
+
+CONFORM_TEST(write_pack_entry_refused, "R-PACK-1 R-PACK-2 R-PACK-5 R-PACK-6 R-NAK-1:noack R-ACK-8:refused",
+             "an IUT that accepts WRITE_PACK (CONNECT_ACK flags bit 0) places a packed WRITE's entries in order: "
+             "with entry 2's rkey unknown, entries 0 and 1 land, 2 and 3 do not, the NAK names the packet's CSN and "
+             "entry 2's msg_seq, the packet sent again is refused the same way; an IUT configured not to pack does "
+             "not advertise") {
+    {
+        Env off = setup(t, Setup{.iut = iut_cfg({{"pack_writes", "0"}}), .connect = false});
+        const RxPkt ca = off.p().connect(ConnParams{});
+        check((ca.raw[3] & wire::kConnAcceptsPack) == 0, "no accepts_pack in the CONNECT_ACK of an IUT that does not pack",
+              to_hex(ca.raw.data(), 4));
+    }
+    Env e = setup(t, Setup{.connect = false});
+    const RxPkt ca = e.p().connect(ConnParams{});
+    e.conn = t.ctl.accept(1000);
+    t.ctl.stream(e.conn, 1, e.pd, e.cq, e.cq);
+    if (!(ca.raw[3] & wire::kConnAcceptsPack))
+        fail("accepts_pack in the IUT's CONNECT_ACK (R-PACK-2; the R-PACK tests need an IUT that accepts WRITE_PACK)",
+             to_hex(ca.raw.data(), 4));
+    // A whole good pack first: every entry placed, the CSN acknowledged.
+    DataSpec good;
+    good.op = Opcode::write_pack;
+    good.stream = 1;
+    good.msg_seq = 0;
+    good.msg_len = 3;
+    good.payload = pack_payload({{e.mr.rkey, e.at(0), pattern(40, 1)},
+                                 {e.mr.rkey, e.at(64), pattern(8, 2)},
+                                 {e.mr.rkey, e.at(128), {}}});
+    const Sent g = e.p().send(good);
+    wait_acked(e.p(), 0, g.psn);
+    if (t.ctl.mem_read(e.at(0), 40) != pattern(40, 1) || t.ctl.mem_read(e.at(64), 8) != pattern(8, 2))
+        fail("the packed WRITEs' bytes in the region", "other bytes");
+    // Messages 3..6: entry 2 (message 5) names an unknown rkey.
+    DataSpec bad;
+    bad.op = Opcode::write_pack;
+    bad.stream = 1;
+    bad.msg_seq = 3;
+    bad.msg_len = 4;
+    bad.payload = pack_payload({{e.mr.rkey, e.at(1024), pattern(32, 3)},
+                                {e.mr.rkey, e.at(1088), pattern(32, 4)},
+                                {0x7fffff21, e.at(1152), pattern(32, 5)},
+                                {e.mr.rkey, e.at(1216), pattern(32, 6)}});
+    const Sent b = e.p().send(bad);
+    RxPkt n = wait_nak(e.p(), Syndrome::rkey_invalid, b.csn);
+    check(n.n().stream_id == 1 && n.n().msg_seq == 5, "NAK naming stream 1 message 5 (entry 2)", n.str());
+    if (t.ctl.mem_read(e.at(1024), 32) != pattern(32, 3) || t.ctl.mem_read(e.at(1088), 32) != pattern(32, 4))
+        fail("entries 0 and 1 placed", "other bytes");
+    if (t.ctl.mem_read(e.at(1152), 128) != std::vector<uint8_t>(128, 0)) fail("entries 2 and 3 not placed", "bytes changed");
+    // Sent again (its NAK lost): refused again, the same entry named.
+    bad.csn = b.csn;
+    const Sent b2 = e.p().send(bad);
+    n = wait_nak(e.p(), Syndrome::rkey_invalid, b2.csn);
+    check(n.n().msg_seq == 5, "the resent WRITE_PACK NAKed at message 5 again", n.str());
+    // R-PACK-6 with R-PACK-1: a pack whose entry count exceeds its payload is a decode error, nothing placed.
+    const auto before = t.ctl.counters();
+    DataSpec torn = good;
+    torn.msg_seq = 7;
+    torn.msg_len = 4;  // three entries in the payload
+    e.p().send(torn);
+    e.p().quiet(answer_from(e.p()), 40 * kMs,
+                "no answer: no ACK of the refused WRITE_PACK (R-NAK-1, R-ACK-8), none to the malformed one");
+    const uint64_t d = t.ctl.counters().at("rx_inconsistent") - before.at("rx_inconsistent");
+    check(d == 1, "rx_inconsistent +1 for the malformed WRITE_PACK", "+" + std::to_string(d));
 }
 
 }  // namespace mroce::conform

@@ -67,7 +67,7 @@ CONFORM_TEST(decode_truncated, "R-WIRE-3 R-ERR-1 R-ERR-3 R-ERR-4",
 }
 
 CONFORM_TEST(decode_bad_version_type_opcode, "R-WIRE-4 R-WIRE-11 R-ERR-1 R-ERR-3",
-             "versions other than 1, types 0 and 10..255, opcodes 0 and 10..255 are dropped silently and counted") {
+             "versions other than 1, types 0 and 10..255, opcodes 0 and 11..255 are dropped silently and counted") {
     Env e = setup(t);
     Sent s;
     const auto full = good_write(e, 0, 0, 16, s);
@@ -82,7 +82,7 @@ CONFORM_TEST(decode_bad_version_type_opcode, "R-WIRE-4 R-WIRE-11 R-ERR-1 R-ERR-3
         b[1] = ty;
         e.p().send_raw(b);
     }
-    for (uint8_t op : {0, 10, 255}) {
+    for (uint8_t op : {0, 11, 255}) {  // (10 is WRITE_PACK, R-PACK-1)
         auto b = full;
         b[24] = op;
         e.p().send_raw(b);

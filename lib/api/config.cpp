@@ -103,6 +103,7 @@ bool engine_key(const Where& w, const std::string& k, const std::string& v, Engi
     else if (k == "hint_interval_us") e.hint_interval = parse_uint(w, v, 0, 60'000'000) * 1000;
     else if (k == "ack_delay_us") e.ack_delay = parse_uint(w, v, 0, 1'000'000) * 1000;
     else if (k == "tail_redundancy") e.tail_redundancy = parse_bool(w, v);  // R-TIMER-10
+    else if (k == "pack_writes") e.pack_writes = parse_bool(w, v);  // R-PACK-2
     else if (k == "reroute_after_marks") e.reroute_after_marks = uint32_t(parse_uint(w, v, 0, 1'000'000));
     else return false;
     return true;

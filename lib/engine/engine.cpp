@@ -1261,6 +1261,7 @@ Status Engine::conn_stats(uint32_t id, ConnStats& out) const {
     out.state = c->state;
     out.rate_hint_kbps = c->hint_kbps;
     out.connect_planes = c->connect_planes;
+    out.packing = c->pack;
     return Status::ok;
 }
 

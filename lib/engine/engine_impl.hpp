@@ -27,6 +27,8 @@ inline constexpr uint32_t kPathRing = wire::kSackBits;  // R-SACK-2: in-flight s
 inline constexpr uint32_t kKeepaliveSeq = 0;           // probe_seq of a keepalive PROBE (R-CONN-15)
 inline constexpr uint32_t kMaxCtrlQueue = 4096;         // control items held per connection (NAKs beyond: dropped)
 inline constexpr uint32_t kTxRecordsStart = 128;     // transmit records of a new connection (grown on demand)
+inline constexpr uint32_t kPackArena = 64 * 1024;    // R-PACK-4: bytes of packed payloads in flight per connection
+inline constexpr uint32_t kPackEntryMax = 256;       // R-PACK-3: the largest WRITE that is packed
 
 // ---- sender side ----
 
@@ -507,6 +509,24 @@ struct Conn {
     };
     Ring<TailProbe> tlp;           // R-TIMER-8: newest packets to send again on their own path
     Ring<TxJob> jobs;              // messages with segments not yet sent
+    // R-PACK-3: the peer accepts WRITE_PACK and this device packs (set at ESTABLISHED).
+    bool pack = false;
+    // R-PACK-4: the payloads of WRITE_PACK packets not yet resolved, built
+    // once at their first transmission so that every retransmission (and
+    // redundant copy) sends the same bytes: a byte ring of kPackArena bytes,
+    // allocated at the connection's first pack and never grown, in use from
+    // pack_tail to pack_head (counters; & (kPackArena - 1) is the position).
+    // pack_live holds, oldest first, each such packet's CSN and the head
+    // after its payload: once csn_una passes the CSN its bytes are free
+    // (reclaimed by the packer when it needs room, so no other path pays).
+    struct PackSpan {
+        uint32_t csn;
+        uint32_t end;
+    };
+    std::unique_ptr<uint8_t[]> pack_buf;
+    uint32_t pack_head = 0;
+    uint32_t pack_tail = 0;
+    Ring<PackSpan> pack_live{1};
     struct RnrWait {
         uint32_t csn;
         Time due;
@@ -987,6 +1007,13 @@ struct Engine::Impl {
     bool rx_late_ack(Conn& c, TxPath& p, const wire::AckHeader& a, Time now);
     void void_read_resp(Conn& c, const wire::DataHeader& d);
     void rx_nak(Conn& c, const wire::Packet& pk);
+    // R-PACK-2: this device advertises (and so may receive) WRITE_PACK.
+    bool accepts_pack() const { return cfg.pack_writes && !cfg.deferred_placement; }
+    bool refuse_pack_again(Conn& c, const wire::DataHeader& d);
+    // R-PACK-5: the messages [t.msg_seq, upto) of the WRITE_PACK record t acknowledged.
+    void pack_acked(Conn& c, const TxPkt& t, uint32_t upto);
+    // A request's packet of message msg_seq acknowledged (R-CMPL-2).
+    [[gnu::always_inline]] inline void packet_acked(Conn& c, Stream& s, SendWqe& w, uint32_t msg_seq);
     void rx_connect_req(const wire::Packet& pk, uint32_t peer, Time now);
     void answer_connect_req(Conn& c, const wire::Packet& pk, Time now);
     void rx_connect_ack(Conn& c, const wire::Packet& pk, Time now);
@@ -1000,6 +1027,8 @@ struct Engine::Impl {
     // place_inline_max is described in *defer and Placed::deferred returned;
     // its bookkeeping waits for finish_pend.
     Placed place(Conn& c, const wire::Packet& pk, Time now, Deferral* defer);
+    // R-PACK-6: a WRITE_PACK's entries placed in order, each as the whole WRITE it carries.
+    Placed place_pack(Conn& c, const wire::Packet& pk, Time now);
     [[gnu::always_inline]] inline bool place_next_write(Conn& c, const wire::Packet& pk);
     [[gnu::noinline]] bool not_placed(Conn& c, const wire::DataHeader& d, Placed res);
     [[gnu::noinline]] static void split_copy(uint8_t* dst, const wire::Packet& pk);
@@ -1069,7 +1098,12 @@ struct Engine::Impl {
     void send_on_path(Conn& c, TxPkt& t, int path, TxPacket& o, Time now, const uint8_t* hdr_template = nullptr,
                       bool in_run = false);
     size_t emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    template <bool MayPack>
     size_t single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    // R-PACK-3, R-PACK-4: WRITE_PACK packets from the front of the job ring.
+    [[gnu::noinline]] size_t pack_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked);
+    uint32_t packable(Conn& c, uint32_t& bytes);
+    uint8_t* pack_room(Conn& c, uint32_t csn, uint32_t len);
     [[gnu::noinline]] size_t multi_run(Conn& c, Stream& s, SendWqe& w, TxPacket* out, size_t max, bool& blocked);
     template <bool Gather>
     size_t segment_run(Conn& c, SendWqe& w, SendAux& x, TxPacket* out, size_t max, Time now, bool& blocked);

@@ -40,6 +40,7 @@ public:
     T& front() { return buf_[head_ & mask_]; }
     const T& front() const { return buf_[head_ & mask_]; }
     void drop_front() { ++head_; }
+    const T& at(uint32_t i) const { return buf_[(head_ + i) & mask_]; }  // i < size(): the i-th from the front
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     uint32_t capacity() const { return uint32_t(buf_.size()); }

@@ -389,6 +389,7 @@ void Engine::Impl::answer_connect_req(Conn& c, const wire::Packet& pk, Time now)
     c.remote_conn = pk.common.src_conn;
     c.cookie = pk.connect.cookie;
     establish(c, pk.connect, now);
+    c.pack = accepts_pack() && (pk.common.flags & wire::kConnAcceptsPack);  // R-PACK-2, R-PACK-3
     fair.on_connect(c.fair_idx, now);  // R-HINT-2: active from its handshake on
     if (cfg.rate_hints) refresh_idle_hints(c);
     c.ctrl.push(connect_ack_item(cur_rx));
@@ -402,6 +403,7 @@ void Engine::Impl::rx_connect_ack(Conn& c, const wire::Packet& pk, Time now) {
     }
     c.remote_conn = pk.common.src_conn;
     establish(c, pk.connect, now);
+    c.pack = accepts_pack() && (pk.common.flags & wire::kConnAcceptsPack);  // R-PACK-2, R-PACK-3
     // Karn: a handshake with a repeated CONNECT_REQ gives no RTT (R-HINT-8).
     c.handshake_rtt = c.ctrl_retries == 0 && now > c.connect_sent ? now - c.connect_sent : 0;
     if (cfg.rate_hints && pk.connect.rate_hint) start_from_hint(c, pk.connect.rate_hint, now);
@@ -723,6 +725,7 @@ void Engine::Impl::nak(Conn& c, const wire::DataHeader& d, Syndrome syn) {
 // did not.)
 bool Engine::Impl::refuse_again(Conn& c, const wire::DataHeader& d) {
     if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) return false;
+    if (d.opcode == Opcode::write_pack) [[unlikely]] return refuse_pack_again(c, d);
     Stream* s = c.find_stream(d.stream_id);
     if (!s) {
         // Its stream is gone (destroyed). Lately, and its state then says the
@@ -806,6 +809,67 @@ bool Engine::Impl::place_in_list(const LocalSeg* e, uint32_t n, const wire::Pack
     return false;
 }
 
+// R-PACK-6: a WRITE_PACK's entries in order, each exactly as the whole
+// WRITE it carries (message msg_seq + i, offset 0, its own rkey, address and
+// length): the lone whole WRITE's placement first, place()'s steps for
+// anything else (out of order, a check that fails). The first entry place()
+// does not accept ends the packet: the entries before it stay placed and
+// its NAK (place()'s, the packet's CSN, the entry's msg_seq) names it
+// (R-PACK-5); the entries after it are not looked at. The CSN is then
+// consumed as a refused packet's (not_placed). A range of msg_seq the
+// stream cannot have in flight is stale as a whole, before anything lands.
+Engine::Impl::Placed Engine::Impl::place_pack(Conn& c, const wire::Packet& pk, Time now) {
+    const wire::DataHeader& d = pk.data;
+    if (const Stream* s = c.find_stream(d.stream_id); s && !s->error) {
+        if (wire::seq_lt(d.msg_seq, s->rx_next) || d.msg_seq + d.msg_len - 1 - s->rx_next >= s->depth)
+            return Placed::stale;  // R-STREAM-5, R-DATA-10
+    }
+    wire::Packet e;
+    e.common = pk.common;
+    e.data = d;
+    e.data.opcode = Opcode::write;
+    e.data.offset = 0;
+    e.data.dflags = uint8_t(d.dflags & ~wire::kDataVoid);
+    const size_t head = pk.payload.size();
+    wire::PackReader r(pk.payload, pk.payload_tail, d.msg_len);
+    wire::PackEntry en;
+    for (uint32_t i = 0; r.next(en); ++i) {
+        e.data.msg_seq = d.msg_seq + i;
+        e.data.msg_len = en.length;
+        e.data.payload_len = uint16_t(en.length);
+        e.data.rkey = en.rkey;
+        e.data.remote_addr = en.remote_addr;
+        // Its bytes: in the first span, in the second, or across both (decode_split).
+        if (en.at + en.length <= head) {
+            e.payload = pk.payload.subspan(en.at, en.length);
+            e.payload_tail = {};
+        } else if (en.at >= head) {
+            e.payload = pk.payload_tail.subspan(en.at - head, en.length);
+            e.payload_tail = {};
+        } else {
+            e.payload = pk.payload.subspan(en.at);
+            e.payload_tail = pk.payload_tail.subspan(0, en.at + en.length - head);
+        }
+        if (place_next_write(c, e)) continue;
+        const Placed res = place(c, e, now, nullptr);
+        if (res != Placed::ok) return res;
+    }
+    return Placed::ok;
+}
+
+// R-NAK-8 for a WRITE_PACK sent again: refused if any of its entries was
+// (the first such, as refuse_again would a lone WRITE's packet; its NAK
+// names that entry); acknowledged again if every one was placed.
+bool Engine::Impl::refuse_pack_again(Conn& c, const wire::DataHeader& d) {
+    wire::DataHeader e = d;
+    e.opcode = Opcode::write;
+    for (uint32_t i = 0; i < d.msg_len; ++i) {
+        e.msg_seq = d.msg_seq + i;
+        if (refuse_again(c, e)) return true;
+    }
+    return false;
+}
+
 // A whole WRITE in one packet, next in its stream's order (issue 24): placed
 // and completed at once, with no message record (a WRITE's completion at the
 // responder is nothing but its turn, R-CMPL-3). payload_len == msg_len means
@@ -843,6 +907,8 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     }
     Stream* sp = c.find_stream(d.stream_id, &sidx);
     if (!sp) [[unlikely]] {
+        // R-PACK-6: a WRITE_PACK for a missing stream is refused or not ready
+        // as a whole, as its first entry would be (below).
         // R-STREAM-11: a response for a stream destroyed meanwhile: no WR
         // waits for it at either end; acknowledged, not placed.
         if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
@@ -864,7 +930,12 @@ Engine::Impl::Placed Engine::Impl::place(Conn& c, const wire::Packet& pk, Time n
     // nothing extra live across the checks.
 
     // Responses land in the requester's own work request (R-READ-3, R-ATOMIC-3).
-    if (d.opcode == Opcode::read_resp || d.opcode == Opcode::atomic_resp) {
+    // One test for the three opcodes off the common path (responses and WRITE_PACK).
+    static_assert(uint8_t(Opcode::write_pack) < 32);
+    constexpr uint32_t kRare = 1u << uint8_t(Opcode::read_resp) | 1u << uint8_t(Opcode::atomic_resp) |
+                               1u << uint8_t(Opcode::write_pack);
+    if ((kRare >> (uint8_t(d.opcode) & 31)) & 1) [[unlikely]] {
+        if (d.opcode == Opcode::write_pack) return place_pack(c, pk, now);
         if (s.sq.empty()) [[unlikely]] {  // the stream never sent a request: nothing it answers
             ++st.rx_stale;
             return Placed::ok;
@@ -1180,31 +1251,44 @@ void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) 
     t.state = CsnState::delivered;
     if (t.is_request) {
         Stream& s = c.streams[t.stream_idx];
-        SendWqe& w = s.sq[t.sq_slot];
-        if (active_not_done(w) && w.msg_seq == t.msg_seq) {
-            ++w.pkts_acked;
-            // A WQE holds a request opcode; of those, the four up to
-            // write_imm complete when acked, READ and atomics at their response.
-            static_assert(uint8_t(Opcode::send) < uint8_t(Opcode::send_imm) &&
-                          uint8_t(Opcode::send_imm) < uint8_t(Opcode::write) &&
-                          uint8_t(Opcode::write) < uint8_t(Opcode::write_imm) &&
-                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::read_req) &&
-                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_cas) &&
-                          uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_fadd));
-            if (w.pkts_acked >= w.npkts && uint8_t(w.opcode) <= uint8_t(Opcode::write_imm)) {
-                w.done = true;  // R-CMPL-2: acked = placed at the responder
-                // Its completion (and any behind it) is generated once per
-                // ACK (rx_ack's flush_sq), not per packet; a packet of
-                // another stream flushes this one's first, so the CQ sees
-                // the order per-packet advances would have given.
-                if (sq_due != &s) {
-                    if (sq_due) advance_sq(c, *sq_due);
-                    sq_due = &s;
-                }
+        packet_acked(c, s, s.sq[t.sq_slot], t.msg_seq);
+    } else if (t.opcode == Opcode::write_pack && t.stream_idx != kOrphanStream) [[unlikely]] {
+        pack_acked(c, t, t.msg_seq + t.msg_len);  // R-PACK-5: every message it carries
+    }
+    // The caller (rx_ack) advances csn_una once per ACK, not once per packet.
+}
+
+// R-PACK-5: the messages [t.msg_seq, upto) of a WRITE_PACK acknowledged, in
+// order, as their own packets' ACKs would (each WQE's one packet).
+void Engine::Impl::pack_acked(Conn& c, const TxPkt& t, uint32_t upto) {
+    Stream& s = c.streams[t.stream_idx];
+    for (uint32_t m = t.msg_seq; m != upto; ++m) packet_acked(c, s, s.sq[m & s.sq_mask], m);
+}
+
+// A packet of request msg_seq (WQE w of stream s) acknowledged (R-CMPL-2).
+void Engine::Impl::packet_acked(Conn& c, Stream& s, SendWqe& w, uint32_t msg_seq) {
+    if (active_not_done(w) && w.msg_seq == msg_seq) {
+        ++w.pkts_acked;
+        // A WQE holds a request opcode; of those, the four up to
+        // write_imm complete when acked, READ and atomics at their response.
+        static_assert(uint8_t(Opcode::send) < uint8_t(Opcode::send_imm) &&
+                      uint8_t(Opcode::send_imm) < uint8_t(Opcode::write) &&
+                      uint8_t(Opcode::write) < uint8_t(Opcode::write_imm) &&
+                      uint8_t(Opcode::write_imm) < uint8_t(Opcode::read_req) &&
+                      uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_cas) &&
+                      uint8_t(Opcode::write_imm) < uint8_t(Opcode::atomic_fadd));
+        if (w.pkts_acked >= w.npkts && uint8_t(w.opcode) <= uint8_t(Opcode::write_imm)) {
+            w.done = true;  // R-CMPL-2: acked = placed at the responder
+            // Its completion (and any behind it) is generated once per
+            // ACK (rx_ack's flush_sq), not per packet; a packet of
+            // another stream flushes this one's first, so the CQ sees
+            // the order per-packet advances would have given.
+            if (sq_due != &s) {
+                if (sq_due) advance_sq(c, *sq_due);
+                sq_due = &s;
             }
         }
     }
-    // The caller (rx_ack) advances csn_una once per ACK, not once per packet.
 }
 
 void Engine::Impl::advance_csn_una(Conn& c) { advance_csn_una(c, c.txpkts.data(), c.txmask); }
@@ -1232,17 +1316,30 @@ void Engine::Impl::advance_csn_una(Conn& c, TxPkt* const tp, const uint32_t mask
 // resolves it: resolved without delivery, it leaves the retransmission queue
 // (its state is no longer lost), frees its path slot and its CSN.
 void Engine::Impl::resolve_refused(Conn& c, const wire::NakHeader& n) {
-    if (TxPkt* t = unresolved_request(c, n)) settle(c, *t);
+    TxPkt* t = unresolved_request(c, n);
+    if (!t) return;
+    if (t->opcode == Opcode::write_pack && t->stream_idx != kOrphanStream) [[unlikely]] {
+        // R-PACK-5: the entries before the one the NAK names were placed:
+        // they complete as their own packets' ACKs would have completed them.
+        pack_acked(c, *t, n.msg_seq);
+        if (sq_due) {
+            advance_sq(c, *sq_due);
+            sq_due = nullptr;
+        }
+    }
+    settle(c, *t);
 }
 
 // The request packet a NAK names, if it is still unresolved (in flight, or
 // declared lost and queued for a resend): csn, stream and msg_seq must match.
 TxPkt* Engine::Impl::unresolved_request(Conn& c, const wire::NakHeader& n) {
     TxPkt& t = c.txpkts[n.csn & (c.txpkts.size() - 1)];
-    if (t.csn != n.csn || t.msg_seq != n.msg_seq) return nullptr;
+    // R-PACK-5: a WRITE_PACK's NAK names one of its entries.
+    const bool packed = t.opcode == Opcode::write_pack;
+    if (t.csn != n.csn || (packed ? n.msg_seq - t.msg_seq >= t.msg_len : t.msg_seq != n.msg_seq)) return nullptr;
     // A request names its stream by slot; an orphan (its stream destroyed,
     // R-STREAM-11) by the wire id it was sent with.
-    if (t.is_request ? c.streams[t.stream_idx].wire_id != n.stream_id
+    if (t.is_request || (packed && t.stream_idx != kOrphanStream) ? c.streams[t.stream_idx].wire_id != n.stream_id
                      : t.stream_idx != kOrphanStream || t.stream_id != n.stream_id)
         return nullptr;
     if (t.state != CsnState::inflight && t.state != CsnState::lost && t.state != CsnState::inflight_dup &&

@@ -316,6 +316,7 @@ bool Engine::Impl::emit_ctrl(Conn& c, TxPacket& o, Time now) {
         if (it.kind == CtrlKind::connect_req && c.state != ConnState::connecting) return false;
         h.type = it.kind == CtrlKind::connect_req ? wire::PacketType::connect_req : wire::PacketType::connect_ack;
         if (it.kind == CtrlKind::connect_req) h.dst_conn = 0;
+        if (accepts_pack()) h.flags = wire::kConnAcceptsPack;  // R-PACK-2
         wire::ConnectHeader ch;
         ch.num_paths = c.num_paths;
         ch.max_payload = cfg.max_payload;
@@ -732,6 +733,8 @@ void Engine::Impl::release_retired(Conn& c) {
 // bookkeeping of other kinds) takes the general path.
 // blocked: the run stopped where emit_data would have returned false (pacer,
 // no eligible path, CSN window), so the caller ends this connection's turn.
+static bool single_flags(const SendWqe& w);
+
 size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
     if (c.state != ConnState::established || !c.retx.empty() || !c.tlp.empty() || c.jobs.empty()) return 0;
     const TxJob& job = c.jobs.front();
@@ -743,8 +746,128 @@ size_t Engine::Impl::emit_segment_run(Conn& c, TxPacket* out, size_t max, Time n
     // saved (issue 24: a message alone's every burst).
     Stream& s = c.streams[job.stream_idx];
     SendWqe& w = s.sq[job.slot];
-    if (w.npkts == 1) return single_run(c, out, max, now, blocked);
+    if (w.npkts == 1) {
+        return single_run<true>(c, out, max, now, blocked);  // (R-PACK-3: single_run decides to pack)
+    }
     return multi_run(c, s, w, out, max, blocked);
+}
+
+// R-PACK-3: how many jobs at the front of the job ring go in one WRITE_PACK:
+// consecutive WRITEs (no immediate) of one stream in one packet each, not
+// yet sent, each at most kPackEntryMax bytes, their entries within the
+// segment size, at most kMaxPackEntries; bytes: the payload's length.
+uint32_t Engine::Impl::packable(Conn& c, uint32_t& bytes) {
+    const uint32_t njobs = std::min<uint32_t>(c.jobs.size(), wire::kMaxPackEntries);
+    bytes = 0;
+    if (njobs < 2) return 0;
+    const TxJob& j0 = c.jobs.at(0);
+    if (j0.kind != JobKind::request) return 0;
+    const Stream& s = c.streams[j0.stream_idx];
+    if (s.error) return 0;
+    const uint32_t seq0 = s.sq[j0.slot].msg_seq;
+    uint32_t k = 0;
+    for (; k < njobs; ++k) {
+        const TxJob& j = c.jobs.at(k);
+        if (j.kind != JobKind::request || j.stream_idx != j0.stream_idx) break;
+        const SendWqe& w = s.sq[j.slot];
+        if (w.npkts != 1 || w.next_seg != 0 || !single_flags(w) || w.opcode != Opcode::write ||
+            w.wr.length > kPackEntryMax || w.msg_seq != seq0 + k)
+            break;
+        const uint32_t add = uint32_t(wire::kPackEntryHead) + w.wr.length;
+        if (bytes + add > c.seg) break;
+        bytes += add;
+    }
+    if (k < 2) bytes = 0;
+    return k;
+}
+
+// R-PACK-4: len bytes of the connection's pack arena for the payload of the
+// WRITE_PACK with CSN csn, kept until csn_una passes it; null when the
+// packets in flight hold the arena (the messages then go one by one).
+uint8_t* Engine::Impl::pack_room(Conn& c, uint32_t csn, uint32_t len) {
+    if (!c.pack_buf) {
+        c.pack_buf.reset(new uint8_t[kPackArena]);  // once per connection, at its first pack
+        c.pack_live.reserve(kPackArena / (2 * wire::kPackEntryHead));
+    }
+    while (!c.pack_live.empty() && wire::seq_lt(c.pack_live.front().csn, c.csn_una)) {
+        c.pack_tail = c.pack_live.front().end;
+        c.pack_live.drop_front();
+    }
+    uint32_t at = c.pack_head;
+    const uint32_t off = at & (kPackArena - 1);
+    if (off + len > kPackArena) at += kPackArena - off;  // a payload never wraps: skip to the start
+    if (at + len - c.pack_tail > kPackArena || c.pack_live.size() == c.pack_live.capacity()) return nullptr;
+    c.pack_head = at + len;
+    c.pack_live.push(Conn::PackSpan{csn, c.pack_head});
+    return c.pack_buf.get() + (at & (kPackArena - 1));
+}
+
+// R-PACK-3, R-PACK-4: WRITE_PACK packets from the front of the job ring,
+// each built once into the pack arena and recorded as one transmit record
+// (msg_seq the first message's, msg_len the entry count) that
+// retransmissions send again unchanged. A front job that does not pack
+// goes alone (single_run, one packet), so the jobs behind it still pack.
+size_t Engine::Impl::pack_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
+    size_t n = 0;
+    while (n < max && !c.jobs.empty()) {
+        uint32_t bytes = 0;
+        const uint32_t k = packable(c, bytes);
+        if (k < 2) {
+            const size_t one = single_run<false>(c, out + n, 1, now, blocked);
+            if (!one) break;  // (blocked, or a job single_run does not take: the caller's)
+            ++n;
+            continue;
+        }
+        if (cfg.rate_hints && !c.pacer.allow(now, c.seg)) { blocked = true; break; }
+        const int pi = pick_path(c);
+        if (pi < 0) { blocked = true; break; }
+        if (c.csn_nxt - c.csn_una >= c.csn_limit) { blocked = true; break; }  // R-CSN-5
+        if (c.csn_nxt - c.csn_una > c.txmask) [[unlikely]] grow_txpkts(c);
+        uint8_t* const buf = pack_room(c, c.csn_nxt, bytes);
+        if (!buf) {
+            const size_t one = single_run<false>(c, out + n, 1, now, blocked);
+            if (!one) break;
+            ++n;
+            continue;
+        }
+        const TxJob j0 = c.jobs.front();
+        Stream& s = c.streams[j0.stream_idx];
+        uint8_t* e = buf;
+        uint32_t msg_seq = 0;
+        for (uint32_t i = 0; i < k; ++i) {
+            const TxJob j = c.jobs.front();
+            c.jobs.drop_front();
+            SendWqe& w = s.sq[j.slot];
+            if (i == 0) msg_seq = w.msg_seq;
+            w.next_seg = 1;
+            using namespace wire::detail;
+            put32(e, w.wr.rkey);
+            put32(e + 4, w.wr.length);
+            put64(e + 8, w.wr.remote_addr);
+            e += wire::kPackEntryHead;
+            if (w.wr.length) std::memcpy(e, w.local, w.wr.length);
+            e += w.wr.length;
+        }
+        TxPkt& t = c.txpkts[c.csn_nxt & c.txmask];
+        t = TxPkt{};
+        t.payload = buf;
+        t.payload_len = uint16_t(bytes);
+        t.csn = c.csn_nxt++;
+        t.stream_id = s.wire_id;
+        t.msg_seq = msg_seq;
+        t.msg_len = k;  // R-PACK-1: the entry count
+        t.stream_idx = j0.stream_idx;
+        t.sq_slot = j0.slot;
+        t.opcode = Opcode::write_pack;
+        // Not is_request: delivered() and the NAK's resolve take a packed
+        // record's k messages by its opcode, off the one-message path.
+        send_on_path(c, t, pi, out[n], now);
+        if (cfg.rate_hints) c.pacer.consume(now, t.payload_len + uint32_t(wire::kDataLen));
+        c.st.tx_packed_messages += k;
+        ++n;
+    }
+    // Nothing packed (the front pair does not pack): the run goes as without packing.
+    return n || blocked ? n : single_run<false>(c, out, max, now, blocked);
 }
 
 // emit_segment_run's message of more than one packet: w, of stream s, the
@@ -831,13 +954,28 @@ static bool single_flags(const SendWqe& w) {
 // of retransmissions and responses per packet. Same decisions in the same
 // order as emit_data + next_new_segment; it stops at the first job of any
 // other kind, which the caller hands to the general path or a segment run.
+// MayPack (emit_segment_run's call): R-PACK-3, with two jobs or more queued
+// toward a peer that accepts them and a small WRITE at the front, the run is
+// pack_run's (a message alone never waits: one job leaves here, at once; a
+// run of anything else goes here whole, as without packing). The job count
+// is the one the run's end needs anyway: for a message alone the test is a
+// compare. pack_run's own calls (MayPack false) send one job it did not pack.
+template <bool MayPack>
 size_t Engine::Impl::single_run(Conn& c, TxPacket* out, size_t max, Time now, bool& blocked) {
+    const uint32_t njobs = c.jobs.size();
+    if constexpr (MayPack) {
+        if (njobs >= 2 && c.pack) [[unlikely]] {
+            const TxJob& j = c.jobs.front();
+            const SendWqe& w = c.streams[j.stream_idx].sq[j.slot];
+            if (w.opcode == Opcode::write && w.wr.length <= kPackEntryMax) return pack_run(c, out, max, now, blocked);
+        }
+    }
     uint32_t mask = c.txmask;
     // The packet cursor against its end: no count kept in the loop. Nothing
     // in the run adds jobs and each packet takes one, so the end is also
     // where the job ring runs empty.
     TxPacket* op = out;
-    TxPacket* const end = out + std::min<size_t>(max, c.jobs.size());
+    TxPacket* const end = out + std::min<size_t>(max, njobs);
     uint64_t bytes = 0;
     Time due = TimerWheel::kNever;  // the earliest timer a send armed (send_on_path's arm, once per run)
     // Locals for what no step of the run changes but the run itself (the

@@ -62,6 +62,7 @@ const char* to_string(Opcode o) noexcept {
     case Opcode::atomic_cas: return "ATOMIC_CAS";
     case Opcode::atomic_fadd: return "ATOMIC_FADD";
     case Opcode::atomic_resp: return "ATOMIC_RESP";
+    case Opcode::write_pack: return "WRITE_PACK";
     }
     return "UNKNOWN";
 }
@@ -134,7 +135,7 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
 
     switch (c.type) {
     case PacketType::data: {
-        const DecodeError e = detail::decode_data_fields(p, n, out.data);
+        const DecodeError e = detail::decode_data_fields(p, n, out.data, !Split);
         if (e != DecodeError::ok) return e;
         if constexpr (Split) {
             // n == hl + payload_len: the payload is the rest of first, then all of second.
@@ -142,6 +143,14 @@ inline DecodeError decode_impl(std::span<const uint8_t> first, std::span<const u
             out.payload_tail = second;
         } else {
             out.payload = first.subspan(hl, out.data.payload_len);
+        }
+        if constexpr (Split) {
+            // R-PACK-1: the entries across both spans (D5; the contiguous decoder checked them with the header).
+            if (out.data.opcode == Opcode::write_pack && !pack_valid(out.payload, out.payload_tail, out.data.msg_len)) {
+                out.payload = {};
+                out.payload_tail = {};
+                return DecodeError::inconsistent;
+            }
         }
         return DecodeError::ok;
     }
@@ -261,6 +270,7 @@ size_t encode_connect(std::span<uint8_t> out, const CommonHeader& c, const Conne
     if (c.type != PacketType::connect_req && c.type != PacketType::connect_ack) return 0;
     uint8_t* p = out.data();
     put_common(p, c);
+    put16(p + 2, uint16_t(c.flags & kConnAcceptsPack));  // R-PACK-2; other bits reserved (R-WIRE-8)
     put16(p + 16, h.num_paths);
     put16(p + 18, h.max_payload);
     put32(p + 20, h.initial_csn);
@@ -286,6 +296,41 @@ size_t encode_plane_block(std::span<uint8_t> out, const PlaneAddr* planes, size_
         put16(e + 6, 0);
     }
     return len;
+}
+
+bool PackReader::next(PackEntry& e) noexcept {
+    if (left_ == 0 || !ok_) return false;
+    const size_t total = a_.size() + b_.size();
+    // The entry's head, possibly across the two spans: copied out byte-exact.
+    if (total - pos_ < kPackEntryHead) return ok_ = false;
+    uint8_t copy[kPackEntryHead];
+    const uint8_t* h = a_.data() + pos_;
+    if (pos_ + kPackEntryHead > a_.size()) [[unlikely]] {  // (across the spans, or in the second)
+        for (size_t i = 0; i < kPackEntryHead; ++i) {
+            const size_t at = pos_ + i;
+            copy[i] = at < a_.size() ? a_[at] : b_[at - a_.size()];
+        }
+        h = copy;
+    }
+    e.rkey = get32(h);
+    e.length = get32(h + 4);
+    e.remote_addr = get64(h + 8);
+    pos_ += kPackEntryHead;
+    if (e.length > total - pos_) return ok_ = false;          // runs past payload_len
+    if (e.remote_addr + e.length < e.remote_addr) return ok_ = false;  // wraps (as R-WIRE-7 for WRITE)
+    e.at = uint32_t(pos_);
+    pos_ += e.length;
+    --left_;
+    return true;
+}
+
+bool pack_valid(std::span<const uint8_t> a, std::span<const uint8_t> b, uint32_t count) noexcept {
+    if (count < 2 || count > kMaxPackEntries) return false;
+    PackReader r(a, b, count);
+    PackEntry e;
+    while (r.next(e)) {
+    }
+    return r.ok() && r.done();
 }
 
 PlaneAddr plane_addr(const Packet& p, size_t i) noexcept {

@@ -108,6 +108,9 @@ TEST_CASE("liveness: one message at a time, timers settled by each ACK: losses s
           "[engine][liveness]") {
     EngineConfig cfg;
     cfg.conn_timeout = 200'000'000;
+    // Each message in a packet of its own (the test loses the second message's
+    // packet alone): posted together, two WRITEs would share a WRITE_PACK (R-PACK-3).
+    cfg.pack_writes = false;
     Side sa(cfg, 64 * 64), sb(cfg, 64 * 64);
     Engine &a = sa.eng, &b = sb.eng;
     PairLink link(a, b);

@@ -166,9 +166,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (b < data || b + p.payload.size() > data + size) fail("payload outside input");
             if (b != data + hl) fail("payload does not start right after the header");
         }
-        if (p.data.offset + uint64_t(p.data.payload_len) > p.data.msg_len &&
-            !is_single_packet(p.data.opcode))
+        if (p.data.opcode == Opcode::write_pack) {
+            // R-PACK-1: msg_len is the entry count; the entries fill the payload exactly.
+            if (p.data.msg_len < 2 || p.data.msg_len > kMaxPackEntries) fail("accepted a WRITE_PACK of 0, 1 or > 32 entries");
+            PackReader r(p.payload, {}, p.data.msg_len);
+            PackEntry en;
+            while (r.next(en))
+                if (en.at + uint64_t(en.length) > p.payload.size()) fail("WRITE_PACK entry outside its payload");
+            if (!r.ok() || !r.done()) fail("accepted a malformed WRITE_PACK");
+        } else if (p.data.offset + uint64_t(p.data.payload_len) > p.data.msg_len &&
+                   !is_single_packet(p.data.opcode)) {
             fail("accepted offset + payload_len > msg_len");
+        }
         if (seq_lt(p.data.psn, p.data.path_floor)) fail("accepted psn below path_floor");
     } else if ((p.common.type == PacketType::connect_req || p.common.type == PacketType::connect_ack) &&
                p.connect.num_planes != 0) {
@@ -185,7 +194,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t n = encode_header(p, out, kMaxHeaderLen);
     if (n != hl) fail("re-encode wrote a different header length");
     for (size_t i = 0; i < hl; ++i) {
-        if (reserved_byte(p.common.type, i)) {
+        const bool connect = p.common.type == PacketType::connect_req || p.common.type == PacketType::connect_ack;
+        if (connect && i == 3) {
+            // R-PACK-2: flags bit 0 (accepts_pack) survives, the other bits are reserved.
+            if (out[i] != (data[i] & kConnAcceptsPack)) fail("CONNECT_* flags not re-encoded as bit 0 alone");
+        } else if (reserved_byte(p.common.type, i)) {
             if (out[i] != 0) fail("reserved byte not zero after re-encode");
         } else if (out[i] != data[i]) {
             fail("re-encoded header differs from the input");
@@ -198,6 +211,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (decode(std::span<const uint8_t>(out, n + p.payload.size()), q) != DecodeError::ok)
         fail("re-encoded packet does not decode");
     if (!same_fields(p, q)) fail("round trip changed a field");
-    if (q.common.flags != 0 || q.common.reserved != 0) fail("re-encoded reserved fields not zero");
+    const bool connect = q.common.type == PacketType::connect_req || q.common.type == PacketType::connect_ack;
+    if ((q.common.flags & ~(connect ? kConnAcceptsPack : 0)) != 0 || q.common.reserved != 0)
+        fail("re-encoded reserved fields not zero");  // (R-PACK-2: CONNECT_*'s accepts_pack survives)
     return 0;
 }

@@ -49,7 +49,8 @@ bool same(const DeviceConfig& a, const DeviceConfig& b) {
            x.probe_rate == y.probe_rate && x.keepalive_interval == y.keepalive_interval &&
            x.conn_timeout == y.conn_timeout &&
            x.connect_retry == y.connect_retry && x.hint_interval == y.hint_interval && x.ack_delay == y.ack_delay &&
-           x.reroute_after_marks == y.reroute_after_marks && x.tail_redundancy == y.tail_redundancy;
+           x.reroute_after_marks == y.reroute_after_marks && x.tail_redundancy == y.tail_redundancy &&
+           x.pack_writes == y.pack_writes;
 }
 
 }  // namespace
@@ -66,6 +67,12 @@ TEST_CASE("config: tail_redundancy (R-TIMER-10) is off unless set, and takes a b
     CHECK(!parse_config("", "t.conf").device().engine.tail_redundancy);
     CHECK(parse_config("[engine]\ntail_redundancy = true\n", "t.conf").device().engine.tail_redundancy);
     CHECK(error_of("[engine]\ntail_redundancy = newest\n").find("key 'tail_redundancy'") != std::string::npos);
+}
+
+TEST_CASE("config: pack_writes (R-PACK-2) is on unless set, and takes a boolean", "[config]") {
+    CHECK(parse_config("", "t.conf").device().engine.pack_writes);
+    CHECK(!parse_config("[engine]\npack_writes = false\n", "t.conf").device().engine.pack_writes);
+    CHECK(error_of("[engine]\npack_writes = sometimes\n").find("key 'pack_writes'") != std::string::npos);
 }
 
 TEST_CASE("config: the verbs provider's keys and the test fault injector's", "[config][verbs]") {

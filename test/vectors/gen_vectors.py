@@ -18,7 +18,7 @@ import sys
 TYPES = {"DATA": 1, "ACK": 2, "NAK": 3, "PROBE": 4, "PROBE_REPLY": 5,
          "CONNECT_REQ": 6, "CONNECT_ACK": 7, "DISCONNECT": 8, "DISCONNECT_ACK": 9}
 OPCODES = {"SEND": 1, "SEND_IMM": 2, "WRITE": 3, "WRITE_IMM": 4, "READ_REQ": 5,
-           "READ_RESP": 6, "ATOMIC_CAS": 7, "ATOMIC_FADD": 8, "ATOMIC_RESP": 9}
+           "READ_RESP": 6, "ATOMIC_CAS": 7, "ATOMIC_FADD": 8, "ATOMIC_RESP": 9, "WRITE_PACK": 10}
 SYNDROMES = {"rkey_invalid": 1, "pd_mismatch": 2, "access_denied": 3, "out_of_range": 4,
              "invalid_stream": 5, "invalid_request": 6, "remote_op_error": 7, "stream_error": 8, "rnr": 9}
 
@@ -35,6 +35,7 @@ DISCONNECT = ["reason"]
 
 
 def common(f, version=1, flags=0, reserved=0):
+    flags = f.get("flags", flags)  # R-PACK-2: CONNECT_*'s accepts_pack bit
     return struct.pack(">BBHIIHH", version, TYPES[f["type"]], flags, f["dst_conn"],
                        f["src_conn"], f["path_id"], reserved)
 
@@ -82,6 +83,8 @@ def encode(f):
 
 
 def keys_for(t, f=None):
+    if f and "flags" in f:
+        return ["flags"] + keys_for(t, {k: v for k, v in f.items() if k != "flags"})
     if f and t in ("CONNECT_REQ", "CONNECT_ACK") and "plane0" in f:
         n = sum(1 for k in f if k.startswith("plane") and k[5:].isdigit())
         return COMMON + CONNECT + ["num_planes"] + [f"plane{i}" for i in range(n)]
@@ -93,7 +96,7 @@ def keys_for(t, f=None):
 def fmt_value(k, v):
     if isinstance(v, str):
         return v
-    if k in ("dst_conn", "src_conn", "rkey", "remote_addr", "cookie", "imm", "dflags",
+    if k in ("flags", "dst_conn", "src_conn", "rkey", "remote_addr", "cookie", "imm", "dflags",
              "ack_flags") or k.startswith("sack") or (k.startswith("plane") and k[5:].isdigit()):
         return hex(v)
     return str(v)
@@ -137,6 +140,16 @@ def pay(n, start=0):
     return bytes((start + i) & 0xFF for i in range(n))
 
 
+def pack_entries(entries):
+    """R-PACK-1: a WRITE_PACK payload from (rkey, remote_addr, bytes) entries."""
+    return b"".join(struct.pack(">IIQ", rkey, len(b), addr) + b for rkey, addr, b in entries)
+
+
+PACK3 = pack_entries([(0x1234ABCD, 0x00007F0000002000, pay(16, 0x30)),
+                      (0x1234ABCD, 0x00007F0000002040, pay(8, 0x60)),
+                      (0x00C0FFEE, 0x0000555500000000, b"")])
+
+
 VECTORS = [
     ("data_send", "SEND, whole 16-byte message in one packet, solicited",
      data(path_id=1, psn=7, csn=1000, opcode="SEND", dflags=0x02, stream_id=3, msg_seq=0,
@@ -161,6 +174,10 @@ VECTORS = [
      data(path_id=0, psn=12, csn=77, opcode="WRITE_IMM", stream_id=2, msg_seq=5, msg_len=8,
           rkey=0x00C0FFEE, remote_addr=0x0000555500000040, recv_seq=9, imm=0x01020304,
           ts=42, path_floor=12, payload=pay(8, 0x40))),
+    ("data_write_pack", "WRITE_PACK: messages 40, 41, 42 of stream 7, WRITEs of 16, 8 and 0 bytes "
+     "(R-PACK-1)",
+     data(path_id=2, psn=300, csn=6000, opcode="WRITE_PACK", stream_id=7, msg_seq=40, msg_len=3,
+          ts=0x01020304, path_floor=299, payload=PACK3)),
     ("data_read_req", "READ_REQ for 65536 bytes (no payload)",
      data(path_id=0, psn=13, csn=78, opcode="READ_REQ", stream_id=2, msg_seq=6,
           msg_len=65536, rkey=0x0BADF00D, remote_addr=0x0000555500100000, ts=43,
@@ -206,6 +223,10 @@ VECTORS = [
     ("connect_req", "CONNECT_REQ: 4 paths, 4096-byte segments, 100 Gbit/s inbound",
      dict(type="CONNECT_REQ", dst_conn=0, src_conn=A, path_id=0, num_paths=4,
           max_payload=4096, initial_csn=1, rx_capacity_mbps=100000, cookie=0xC001D00D,
+          stream_depth=256, csn_window=4096, rate_hint=0)),
+    ("connect_req_pack", "CONNECT_REQ advertising accepts_pack (flags bit 0, R-PACK-2)",
+     dict(type="CONNECT_REQ", flags=1, dst_conn=0, src_conn=A, path_id=0, num_paths=4,
+          max_payload=4096, initial_csn=1, rx_capacity_mbps=100000, cookie=0xC001D00E,
           stream_depth=256, csn_window=4096, rate_hint=0)),
     ("connect_ack", "CONNECT_ACK: 8 paths, 9000-byte segments, echoes the cookie, "
      "fair share 6.25 Gbit/s for the initiator",
@@ -257,6 +278,15 @@ def main():
         "inconsistent", cp[:-8] + cp[48:52] + cp[-4:])
     bad(outdir, "err_connect_planes_partial", "connect_req with 3 bytes past its header (no whole block)",
         "inconsistent", by_name["connect_req"] + b"\x01\x00\x00")
+    wp = by_name["data_write_pack"]
+    bad(outdir, "err_pack_one_entry", "data_write_pack announcing 1 entry (a WRITE_PACK carries 2..32, "
+        "R-PACK-1)", "inconsistent", wp[:36] + struct.pack(">I", 1) + wp[40:])
+    bad(outdir, "err_pack_entry_overrun", "data_write_pack whose second entry's length runs past "
+        "payload_len (R-PACK-1)", "inconsistent",
+        wp[:72 + 32 + 4] + struct.pack(">I", 200) + wp[72 + 32 + 8:])
+    bad(outdir, "err_pack_short_head", "data_write_pack cut inside its third entry's head, payload_len "
+        "to match (R-PACK-1)", "inconsistent",
+        wp[:26] + struct.pack(">H", len(PACK3) - 4) + wp[28:-4])
     ack = bytearray(by_name["ack"])
     ack[28:30] = struct.pack(">H", 5)  # ce_count 5 > rx_count 4
     bad(outdir, "err_inconsistent_ce_count", "ack with ce_count 5 > rx_count 4", "inconsistent",

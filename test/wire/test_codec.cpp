@@ -612,7 +612,9 @@ TEST_CASE("reserved fields: zero on send, ignored on receive", "[wire]") {
         }
         CHECK(b[0] == kVersion);
         CHECK(b[2] == 0);
-        CHECK(b[3] == 0);
+        // R-PACK-2: CONNECT_*'s flags bit 0 (accepts_pack) is a field; every other bit is reserved.
+        const bool connect = t == PacketType::connect_req || t == PacketType::connect_ack;
+        CHECK(b[3] == (connect ? kConnAcceptsPack : 0));
         CHECK(b[14] == 0);
         CHECK(b[15] == 0);
     }
@@ -726,7 +728,7 @@ TEST_CASE("bad_type", "[wire][errors]") {
 }
 
 TEST_CASE("bad_opcode in data and nak", "[wire][errors]") {
-    for (int op : {0, 10, 0x80, 0xFF}) {
+    for (int op : {0, 11, 0x80, 0xFF}) {  // (10 is WRITE_PACK, R-PACK-1)
         CAPTURE(op);
         DataPkt p = valid_data(Opcode::write);
         p.d.opcode = Opcode(op);
@@ -1264,4 +1266,100 @@ TEST_CASE("decode after decode_split leaves no payload tail behind", "[wire][spl
     REQUIRE(dec(b, out) == DecodeError::ok);
     CHECK(out.payload.size() == 1000);
     CHECK(out.payload_tail.empty());
+}
+
+// R-PACK-1: a WRITE_PACK of three entries (16, 8 and 0 bytes), decoded whole
+// and in two spans cut at every byte: the same result, the entries read
+// across the cut; every malformed variant inconsistent, in both decoders.
+TEST_CASE("WRITE_PACK: entries decoded whole and split at every byte; malformed ones refused", "[wire][pack]") {
+    DataPkt p = valid_data(Opcode::write_pack);
+    p.d.offset = 0;
+    p.d.msg_len = 3;
+    p.payload.clear();
+    const uint32_t lens[3] = {16, 8, 0};
+    for (uint32_t i = 0; i < 3; ++i) {
+        uint8_t h[kPackEntryHead];
+        detail::put32(h, 0x100 + i);
+        detail::put32(h + 4, lens[i]);
+        detail::put64(h + 8, 0x7000 + 0x40 * i);
+        p.payload.insert(p.payload.end(), h, h + sizeof h);
+        const Bytes b = pattern(lens[i], uint8_t(0x30 * (i + 1)));
+        p.payload.insert(p.payload.end(), b.begin(), b.end());
+    }
+    p.d.payload_len = uint16_t(p.payload.size());
+    const Bytes whole = encode(p);
+    Packet d;
+    REQUIRE(decode(whole, d) == DecodeError::ok);
+    REQUIRE(decode_data(whole, d) == DecodeError::ok);
+    auto entries = [](std::span<const uint8_t> a, std::span<const uint8_t> b, uint32_t k) {
+        std::vector<std::pair<PackEntry, Bytes>> out;
+        PackReader r(a, b, k);
+        PackEntry e;
+        while (r.next(e)) {
+            Bytes bytes;
+            for (uint32_t i = 0; i < e.length; ++i) {
+                const size_t at = e.at + i;
+                bytes.push_back(at < a.size() ? a[at] : b[at - a.size()]);
+            }
+            out.emplace_back(e, bytes);
+        }
+        CHECK(r.ok());
+        CHECK(r.done());
+        return out;
+    };
+    const auto want = entries(d.payload, {}, 3);
+    REQUIRE(want.size() == 3);
+    for (uint32_t i = 0; i < 3; ++i) {
+        CHECK(want[i].first.rkey == 0x100 + i);
+        CHECK(want[i].first.length == lens[i]);
+        CHECK(want[i].first.remote_addr == 0x7000 + 0x40 * i);
+        CHECK(want[i].second == pattern(lens[i], uint8_t(0x30 * (i + 1))));
+    }
+    for (size_t cut = kDataLen; cut <= whole.size(); ++cut) {
+        CAPTURE(cut);
+        const Bytes a(whole.begin(), whole.begin() + cut), b(whole.begin() + cut, whole.end());
+        Packet s;
+        REQUIRE(decode_split(a, b, s) == DecodeError::ok);
+        const auto got = entries(s.payload, s.payload_tail, 3);
+        REQUIRE(got.size() == 3);
+        for (uint32_t i = 0; i < 3; ++i) CHECK(got[i].second == want[i].second);
+    }
+    // Malformed: the entry count, an entry running past the payload, a wrap, bytes left over.
+    auto refused = [&](DataPkt q) {
+        const Bytes w = encode(q);
+        Packet x;
+        CHECK(decode(w, x) == DecodeError::inconsistent);
+        CHECK(x.payload.empty());
+        CHECK(decode_data(w, x) == DecodeError::inconsistent);
+        for (size_t cut : {kDataLen, kDataLen + 5, kDataLen + 20, w.size()}) {
+            const Bytes a(w.begin(), w.begin() + std::min(cut, w.size())), b(w.begin() + std::min(cut, w.size()), w.end());
+            CHECK(decode_split(a, b, x) == DecodeError::inconsistent);
+        }
+    };
+    for (uint32_t k : {0u, 1u, 2u, 4u, 33u}) {
+        DataPkt q = p;
+        q.d.msg_len = k;
+        refused(q);
+    }
+    {
+        DataPkt q = p;  // entry 1's length past the payload
+        detail::put32(q.payload.data() + kPackEntryHead + 16 + 4, 9);
+        refused(q);
+    }
+    {
+        DataPkt q = p;  // entry 0's destination wraps
+        detail::put64(q.payload.data() + 8, ~uint64_t(0) - 3);
+        refused(q);
+    }
+    {
+        DataPkt q = p;  // one byte after the last entry
+        q.payload.push_back(0);
+        q.d.payload_len = uint16_t(q.payload.size());
+        refused(q);
+    }
+    {
+        DataPkt q = p;  // a nonzero offset
+        q.d.offset = 1;
+        refused(q);
+    }
 }

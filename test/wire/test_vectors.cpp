@@ -272,7 +272,7 @@ TEST_CASE("golden vectors decode, match their fields and re-encode", "[vectors]"
         CHECK(given.count("path_id") == 1);
         types_seen.insert(to_string(p.common.type));
         if (p.common.type == PacketType::data) {
-            CHECK(given.size() == 4 + 15);
+            CHECK(given.size() == 4 + 15 + given.count("flags"));
             opcodes_seen.insert(to_string(p.data.opcode));
             CHECK(p.payload.size() == v.bytes.size() - kDataLen);
         }
@@ -285,7 +285,7 @@ TEST_CASE("golden vectors decode, match their fields and re-encode", "[vectors]"
                           "CONNECT_ACK", "DISCONNECT", "DISCONNECT_ACK"})
         CHECK(types_seen.count(t) == 1);
     for (const char* o : {"SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ_REQ", "READ_RESP",
-                          "ATOMIC_CAS", "ATOMIC_FADD", "ATOMIC_RESP"})
+                          "ATOMIC_CAS", "ATOMIC_FADD", "ATOMIC_RESP", "WRITE_PACK"})
         CHECK(opcodes_seen.count(o) == 1);
     for (const char* err : {"truncated", "bad_version", "bad_type", "bad_opcode", "oversized",
                             "inconsistent"})

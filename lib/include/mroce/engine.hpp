@@ -223,6 +223,8 @@ struct ConnStats {
     uint64_t naks_received = 0;
     uint64_t rnr_drops = 0;       // packets refused as receiver-not-ready: receive not posted, stream not created (R-NAK-10)
     uint64_t rnr_naks_received = 0;  // RNR NAKs that set one of our packets aside for a retry (R-NAK-10)
+    uint64_t tx_packed_messages = 0;  // WRITEs sent as entries of WRITE_PACK packets, first transmission (R-PACK-3)
+    bool packing = false;             // the peer accepts WRITE_PACK and this device packs toward it (R-PACK-2)
 };
 
 // Counted drops of packets the engine could not attribute or accept (R-ERR-*).
@@ -290,6 +292,10 @@ struct EngineConfig {
     // unacknowledged CSNs once more on another path, newest first, so a
     // lost tail is repaired before its loss is known. Off by default.
     bool tail_redundancy = false;
+    // R-PACK-2: advertise that this device accepts WRITE_PACK packets, and
+    // pack small WRITEs toward peers that advertise it (R-PACK-3). Never
+    // advertised with deferred_placement (a packed packet is placed inline).
+    bool pack_writes = true;
     Time probe_interval = 1'000'000;     // first re-probe of a failed path after this (R-PATH-11)
     Time probe_max_interval = 100'000'000;  // unanswered probes back off, doubling, up to this (R-PATH-11)
     // R-PATH-14: PROBEs (path probes and keepalives) this device sends per

@@ -59,6 +59,9 @@ enum class Opcode : uint8_t {
     atomic_cas = 7,
     atomic_fadd = 8,
     atomic_resp = 9,
+    // R-PACK-1: k >= 2 whole WRITEs of one stream, consecutive msg_seq from the
+    // header's, in one DATA packet; only toward a peer that accepts them (R-PACK-2).
+    write_pack = 10,
 };
 
 // Data packet flags (R-DATA-9).
@@ -68,6 +71,17 @@ enum DataFlags : uint8_t {
     kDataAckNow = 1u << 2,      // receiver should ack this path without delay
     kDataVoid = 1u << 3,        // the requester gave this CSN up: consume it, place nothing (R-NAK-10)
 };
+
+// Common header flags of CONNECT_REQ and CONNECT_ACK (R-PACK-2); every
+// other type sends 0 (R-WIRE-8).
+enum ConnectFlags : uint16_t {
+    kConnAcceptsPack = 1u << 0,  // "send me WRITE_PACK packets" (R-PACK-2)
+};
+
+// R-PACK-1: a WRITE_PACK payload is msg_len entries, each a 16-byte head
+// (rkey, length, remote_addr) followed by the message's length bytes.
+inline constexpr size_t kPackEntryHead = 16;
+inline constexpr uint32_t kMaxPackEntries = 32;
 
 enum AckFlags : uint8_t {
     kAckCe = 1u << 0,  // a data packet on this path carried CE since the previous ack
@@ -89,7 +103,7 @@ enum class Syndrome : uint8_t {
 struct CommonHeader {
     uint8_t version = kVersion;
     PacketType type = PacketType::data;
-    uint16_t flags = 0;     // reserved in v1: zero on send, ignored on receive
+    uint16_t flags = 0;     // CONNECT_*: ConnectFlags (R-PACK-2); otherwise reserved (R-WIRE-8)
     uint32_t dst_conn = 0;  // receiver's connection id (0 only for connect_req)
     uint32_t src_conn = 0;  // sender's connection id
     uint16_t path_id = 0;   // sender's path index the packet concerns
@@ -241,8 +255,42 @@ PlaneAddr plane_addr(const Packet& p, size_t i) noexcept;
 
 // Opcode properties used by both codec and engine.
 constexpr bool valid_opcode(uint8_t o) noexcept {
-    return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::atomic_resp);
+    return o >= uint8_t(Opcode::send) && o <= uint8_t(Opcode::write_pack);
 }
+// One entry of a WRITE_PACK payload (R-PACK-1): the message msg_seq =
+// header's msg_seq + index; its bytes are bytes [at, at + length) of the
+// payload (payload, then payload_tail).
+struct PackEntry {
+    uint32_t rkey = 0;
+    uint32_t length = 0;
+    uint64_t remote_addr = 0;
+    uint32_t at = 0;
+};
+
+// Walks the entries of a WRITE_PACK payload given as two spans (the second
+// empty for a contiguous datagram). next() returns false at the end or at
+// a malformed entry (ok() then false); never reads outside the spans.
+class PackReader {
+public:
+    PackReader(std::span<const uint8_t> a, std::span<const uint8_t> b, uint32_t count) noexcept
+        : a_(a), b_(b), left_(count) {}
+    bool next(PackEntry& e) noexcept;
+    // Every entry read, and they filled the payload exactly.
+    bool done() const noexcept { return left_ == 0 && pos_ == a_.size() + b_.size(); }
+    bool ok() const noexcept { return ok_; }
+
+private:
+    std::span<const uint8_t> a_, b_;
+    uint32_t left_;
+    size_t pos_ = 0;
+    bool ok_ = true;
+};
+
+// R-PACK-1's checks of a WRITE_PACK payload (the header's checks passed):
+// every entry whole within payload_len, no destination range that wraps,
+// exactly msg_len entries filling the payload.
+bool pack_valid(std::span<const uint8_t> a, std::span<const uint8_t> b, uint32_t count) noexcept;
+
 constexpr bool carries_rkey(Opcode o) noexcept {
     return o == Opcode::write || o == Opcode::write_imm || o == Opcode::read_req ||
            o == Opcode::atomic_cas || o == Opcode::atomic_fadd;
@@ -297,7 +345,10 @@ inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
 }
 
 // R-WIRE-7: per-opcode consistency of a data header.
-[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d) noexcept {
+// pay: the payload when it lies whole after the header (a WRITE_PACK's
+// entries are checked here, in D5, at no cost to the other opcodes), or null
+// for a datagram in two spans (decode_split checks the entries itself).
+[[gnu::always_inline]] inline bool data_consistent(const DataHeader& d, const uint8_t* pay) noexcept {
     const uint64_t end = uint64_t(d.offset) + d.payload_len;
     switch (d.opcode) {
     case Opcode::send:
@@ -319,6 +370,10 @@ inline void put_common(uint8_t* p, const CommonHeader& c) noexcept {
                (d.remote_addr & 7) == 0;
     case Opcode::atomic_resp:
         return d.payload_len == kAtomicRespPayload && d.msg_len == 8 && d.offset == 0;
+    case Opcode::write_pack:  // R-PACK-1: msg_len is the entry count
+        return d.msg_len >= 2 && d.msg_len <= kMaxPackEntries && d.offset == 0 &&
+               d.payload_len >= d.msg_len * kPackEntryHead &&
+               (!pay || pack_valid({pay, d.payload_len}, {}, d.msg_len));
     }
     return false;  // not an opcode (R-WIRE-4)
 }
@@ -332,8 +387,10 @@ inline uint64_t swap_be32_pair(uint64_t w) noexcept {
 
 // The data fields of a DATA header (bytes kCommonLen..kDataLen) and their
 // checks, for decode(), decode_split() and decode_data(); p holds at least
-// kDataLen bytes and n is the datagram's whole length.
-[[gnu::always_inline]] inline DecodeError decode_data_fields(const uint8_t* p, size_t n, DataHeader& d) noexcept {
+// kDataLen bytes and n is the datagram's whole length; contiguous: the
+// payload follows the header in p (every decoder but decode_split).
+[[gnu::always_inline]] inline DecodeError decode_data_fields(const uint8_t* p, size_t n, DataHeader& d,
+                                                             bool contiguous = true) noexcept {
     if constexpr (std::endian::native == std::endian::little && kDataHeaderWireLayout) {
         // DataHeader lays its fields out as the wire does (kDataHeaderWireLayout),
         // so the header is seven 8-byte words, each swapped in a register and
@@ -378,7 +435,7 @@ inline uint64_t swap_be32_pair(uint64_t w) noexcept {
     // One test on the common path: the datagram is exactly header + payload.
     if (n != kDataLen + d.payload_len) [[unlikely]]
         return n < kDataLen + d.payload_len ? DecodeError::truncated : DecodeError::oversized;
-    if (!data_consistent(d)) return DecodeError::inconsistent;
+    if (!data_consistent(d, contiguous ? p + kDataLen : nullptr)) return DecodeError::inconsistent;
     // R-PATH-5: the floor never passes the packet's own PSN.
     if (seq_lt(d.psn, d.path_floor)) return DecodeError::inconsistent;
     return DecodeError::ok;
