@@ -27,11 +27,6 @@ std::vector<std::string> parse_spec_rules(const std::string& text) {
 const std::map<std::string, std::string>& uncovered_reasons() {
     static const std::map<std::string, std::string> r = {
         {"R-PATH-7", "a consequence of R-SACK-2 and R-PATH-6 (no behaviour of its own); see R-SACK-2"},
-        {"R-PACK-3", "a requester packs only toward a peer that advertises accepts_pack and only WRs queued together; "
-                     "the suite's control channel posts one WR per call, which the IUT sends at once, alone (as "
-                     "R-PACK-3 requires); test/engine/test_engine_pack.cpp covers packing between two engines"},
-        {"R-PACK-4", "retransmission and completion of a requester's WRITE_PACK need the IUT to pack (see R-PACK-3); "
-                     "test/engine/test_engine_pack.cpp loses, duplicates and delays packed packets"},
         {"R-SACK-2", "the 256-PSN span binds only when cwnd reaches it with a floor held back by a timeout; on loopback "
                      "the window (max_cwnd 256) binds first, so a peer cannot tell the two limits apart"},
         {"R-WRAP-1", "needs 2^32 messages per stream, or the reference's test-only counter base that both ends must "

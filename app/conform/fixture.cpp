@@ -41,6 +41,12 @@ Answer Env::try_post(const std::string& op, const std::string& args, uint32_t st
     return ctl.try_call("send " + std::to_string(conn) + " " + std::to_string(stream) + " " + op + " " + args);
 }
 
+void Env::post_all(const std::vector<std::pair<std::string, std::string>>& wrs, uint32_t stream) {
+    std::string line = "sends " + std::to_string(conn) + " " + std::to_string(stream);
+    for (size_t i = 0; i < wrs.size(); ++i) line += (i ? " ; " : " ") + wrs[i].first + " " + wrs[i].second;
+    ctl.call(line);
+}
+
 void Env::post_recv(uint64_t wr, uint64_t addr, uint32_t len, uint32_t stream, uint32_t lkey) {
     ctl.call("recv " + std::to_string(conn) + " " + std::to_string(stream) + " wr=" + std::to_string(wr) +
              " addr=" + hex(addr) + " len=" + std::to_string(len) + " lkey=" + std::to_string(lkey ? lkey : mr.lkey));

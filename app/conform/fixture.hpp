@@ -51,6 +51,8 @@ struct Env {
     // "send <conn> 1 <op> ..." / "recv <conn> 1 ..."
     void post(const std::string& op, const std::string& args, uint32_t stream = 1);
     Answer try_post(const std::string& op, const std::string& args, uint32_t stream = 1);
+    // "sends": every (op, args) WR posted in one call, queued together at the IUT (R-PACK-3).
+    void post_all(const std::vector<std::pair<std::string, std::string>>& wrs, uint32_t stream = 1);
     void post_recv(uint64_t wr, uint64_t addr, uint32_t len, uint32_t stream = 1, uint32_t lkey = 0);
     // Polls cq until n completions arrived (fails after timeout_ms).
     std::vector<Wc> completions(size_t n, uint32_t timeout_ms = 2000, uint32_t cq = 0);

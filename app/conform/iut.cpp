@@ -171,6 +171,42 @@ std::vector<Sge> sges(const std::string& s) {
     return v;
 }
 
+// One send WR of the control protocol: OP and its key=value arguments (doc/conformance.md 3).
+struct PostedSend {
+    SendWr wr;
+    std::vector<Sge> sge;  // wr.sg_list points here once the WR is posted
+};
+
+PostedSend send_wr(const std::string& op, const std::map<std::string, std::string>& m) {
+    PostedSend p;
+    SendWr& s = p.wr;
+    if (op == "send") s.op = OpKind::send;
+    else if (op == "send_imm") s.op = OpKind::send_imm;
+    else if (op == "write") s.op = OpKind::write;
+    else if (op == "write_imm") s.op = OpKind::write_imm;
+    else if (op == "read") s.op = OpKind::read;
+    else if (op == "cas") s.op = OpKind::atomic_cas;
+    else if (op == "fadd") s.op = OpKind::atomic_fadd;
+    else throw BadRequest("invalid_argument", "send: unknown op " + op);
+    s.wr_id = num(m, "wr", 0);
+    s.local_addr = num(m, "addr", 0);
+    s.length = uint32_t(std::min<uint64_t>(num(m, "len", 0), UINT32_MAX));
+    s.lkey = uint32_t(num(m, "lkey", 0));
+    s.remote_addr = num(m, "raddr", 0);
+    s.rkey = uint32_t(num(m, "rkey", 0));
+    s.imm = uint32_t(num(m, "imm", 0));
+    s.compare_add = num(m, "cmp", num(m, "add", 0));
+    s.swap = num(m, "swap", 0);
+    s.signaled = num(m, "signaled", 1) != 0;
+    s.solicited = num(m, "solicited", 0) != 0;
+    s.inline_data = num(m, "inline", 0) != 0;
+    if (m.count("sge")) {
+        p.sge = sges(m.at("sge"));
+        s.num_sge = uint32_t(p.sge.size());
+    }
+    return p;
+}
+
 bool free_udp_ports(uint16_t first, uint16_t count) {
     std::vector<int> fds;
     bool ok = true;
@@ -470,38 +506,27 @@ std::string Adapter::handle(const std::string& line) {
         dev().transport().wake();
         return "ok";
     }
-    if (cmd == "send") {
-        const std::string op = w.at(3);
-        const auto m = kvs(w, 4);
-        SendWr s;
-        if (op == "send") s.op = OpKind::send;
-        else if (op == "send_imm") s.op = OpKind::send_imm;
-        else if (op == "write") s.op = OpKind::write;
-        else if (op == "write_imm") s.op = OpKind::write_imm;
-        else if (op == "read") s.op = OpKind::read;
-        else if (op == "cas") s.op = OpKind::atomic_cas;
-        else if (op == "fadd") s.op = OpKind::atomic_fadd;
-        else throw BadRequest("invalid_argument", "send: unknown op " + op);
-        s.wr_id = num(m, "wr", 0);
-        s.local_addr = num(m, "addr", 0);
-        s.length = uint32_t(std::min<uint64_t>(num(m, "len", 0), UINT32_MAX));
-        s.lkey = uint32_t(num(m, "lkey", 0));
-        s.remote_addr = num(m, "raddr", 0);
-        s.rkey = uint32_t(num(m, "rkey", 0));
-        s.imm = uint32_t(num(m, "imm", 0));
-        s.compare_add = num(m, "cmp", num(m, "add", 0));
-        s.swap = num(m, "swap", 0);
-        s.signaled = num(m, "signaled", 1) != 0;
-        s.solicited = num(m, "solicited", 0) != 0;
-        s.inline_data = num(m, "inline", 0) != 0;
-        std::vector<Sge> list;
-        if (m.count("sge")) {
-            list = sges(m.at("sge"));
-            s.sg_list = list.data();
-            s.num_sge = uint32_t(list.size());
+    // send: one WR; sends: several, "OP k=v ... ; OP k=v ...", all posted under one hold of the
+    // engine's lock and one wake, so that the IUT finds them queued together when it next builds
+    // packets (what a requester needs to pack them, R-PACK-3).
+    if (cmd == "send" || cmd == "sends") {
+        const auto conn = uint32_t(arg(1)), stream = uint32_t(arg(2));
+        std::vector<PostedSend> wrs;
+        for (size_t at = 3; at < w.size();) {
+            size_t end = at;
+            while (end < w.size() && w[end] != ";") ++end;
+            if (end == at || (cmd == "send" && end != w.size()))
+                throw BadRequest("invalid_argument", cmd + ": expected OP key=value ...");
+            const std::vector<std::string> one(w.begin() + long(at), w.begin() + long(end));
+            wrs.push_back(send_wr(one[0], kvs(one, 1)));
+            at = end + 1;
         }
+        if (wrs.empty()) throw BadRequest("invalid_argument", cmd + ": missing OP");
         locked([&](Engine& e) {
-            check(e.post_send(uint32_t(arg(1)), uint32_t(arg(2)), s));
+            for (auto& p : wrs) {
+                p.wr.sg_list = p.sge.empty() ? nullptr : p.sge.data();
+                check(e.post_send(conn, stream, p.wr));
+            }
             return 0;
         });
         dev().transport().wake();
@@ -571,7 +596,8 @@ TestMutation parse_mutation(const std::string& s) {
     if (s == "no_rkey_bounds") return TestMutation::no_rkey_bounds;
     if (s == "no_dup_filter") return TestMutation::no_dup_filter;
     if (s == "ack_refused") return TestMutation::ack_refused;
-    throw std::invalid_argument("unknown mutation '" + s + "' (none, go_back_n, no_rkey_bounds, no_dup_filter, ack_refused)");
+    if (s == "pack_acks_first") return TestMutation::pack_acks_first;
+    throw std::invalid_argument("unknown mutation '" + s + "' (none, go_back_n, no_rkey_bounds, no_dup_filter, ack_refused, pack_acks_first)");
 }
 
 void serve(int cfd, Adapter& ad) {
@@ -615,7 +641,7 @@ int main(int argc, char** argv) {
             else if (a == "--mutation" && i + 1 < argc) mut = parse_mutation(argv[++i]);
             else if (a == "--help" || a == "-h") {
                 std::printf("usage: mroce-conform-iut [--control-port N] [--mutation none|go_back_n|no_rkey_bounds|"
-                            "no_dup_filter|ack_refused]\n");
+                            "no_dup_filter|ack_refused|pack_acks_first]\n");
                 return 0;
             } else {
                 std::fprintf(stderr, "mroce-conform-iut: unknown argument %s (see --help)\n", a.c_str());

@@ -169,6 +169,7 @@ std::vector<uint8_t> Peer::connect_req(const ConnParams& p) const {
     c.type = PacketType::connect_req;
     c.dst_conn = 0;
     c.src_conn = p.conn_id;
+    c.flags = p.flags;
     wire::ConnectHeader h;
     h.num_paths = p.num_paths;
     h.max_payload = p.max_payload;
@@ -222,6 +223,7 @@ void Peer::answer(const RxPkt& req, const ConnParams& p, uint32_t rate_hint, uin
     c.type = PacketType::connect_ack;
     c.dst_conn = req.pk.common.src_conn;
     c.src_conn = p.conn_id;
+    c.flags = p.flags;
     wire::ConnectHeader h;
     h.num_paths = p.num_paths;
     h.max_payload = p.max_payload;

@@ -57,6 +57,10 @@ struct ConnParams {
     uint32_t stream_depth = 64;
     uint32_t csn_window = 1024;
     uint32_t conn_id = 0x5a17e001;
+    // Common-header flags of our CONNECT_REQ / CONNECT_ACK: wire::kConnAcceptsPack makes the
+    // IUT pack small WRITEs toward us (R-PACK-2); none by default, so that every requester test
+    // but the R-PACK ones sees one message per packet.
+    uint16_t flags = 0;
 };
 
 // One DATA packet to send; psn, csn, path_floor default to the peer's counters.

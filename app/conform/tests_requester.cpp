@@ -745,3 +745,127 @@ CONFORM_TEST(reroute_after_marks, "R-SCHED-5",
 }
 
 }  // namespace mroce::conform
+
+namespace mroce::conform {
+namespace {
+
+// The small WRITEs the R-PACK requester test posts together: their sizes (at most 256 B, R-PACK-3;
+// 16 + length each, 494 bytes in all, well inside a 1024-byte segment), each from its own region
+// offset to its own remote address; the third unsignaled (R-PACK-4: signaled ones complete).
+struct SmallWrite {
+    uint32_t len;
+    uint32_t off;
+    uint64_t raddr;
+    bool signaled;
+};
+constexpr SmallWrite kSmallWrites[] = {
+    {40, 0, 0x20000, true}, {1, 64, 0x20100, true}, {256, 128, 0x21000, false}, {17, 512, 0x20040, true}, {100, 768, 0x30000, true},
+};
+constexpr size_t kSmall = std::size(kSmallWrites);
+
+// Writes each message's bytes into the IUT's region and posts all of them in one control call.
+void post_small_writes(Env& e) {
+    std::vector<std::pair<std::string, std::string>> wrs;
+    for (size_t i = 0; i < kSmall; ++i) {
+        const SmallWrite& m = kSmallWrites[i];
+        e.ctl.mem_write(e.at(m.off), pattern(m.len, uint8_t(70 + i)));
+        wrs.emplace_back("write", e.wr(i + 1, m.off, m.len, m.raddr) + (m.signaled ? "" : " signaled=0"));
+    }
+    e.post_all(wrs);
+}
+
+// The signaled messages' completions, in posting order, success.
+void check_small_completions(const std::vector<Wc>& wc) {
+    size_t n = 0;
+    for (size_t i = 0; i < kSmall; ++i) {
+        if (!kSmallWrites[i].signaled) continue;
+        check(n < wc.size(), "a completion for wr " + std::to_string(i + 1), wc_list(wc));
+        check(wc[n].wr_id == i + 1 && wc[n].status == "success" && wc[n].opcode == "write" &&
+                  wc[n].byte_len == kSmallWrites[i].len,
+              "completion " + std::to_string(n) + ": write wr " + std::to_string(i + 1) + " success byte_len " +
+                  std::to_string(kSmallWrites[i].len) + " (signaled ones, in order)",
+              wc_list(wc));
+        ++n;
+    }
+    check_eq(wc.size(), n, "completions (the unsignaled WRITE has none)");
+}
+
+// R-PACK-1: the entries of a WRITE_PACK, each (head, bytes) checked against the posted messages.
+void check_pack_entries(const RxPkt& p, uint32_t rkey) {
+    const auto pay = p.payload();
+    size_t at = 0;
+    for (size_t i = 0; i < kSmall; ++i) {
+        const SmallWrite& m = kSmallWrites[i];
+        const std::string entry = "entry " + std::to_string(i);
+        check(at + wire::kPackEntryHead <= pay.size(), entry + "'s head inside the payload", p.str());
+        const uint8_t* h = pay.data() + at;
+        check(wire::detail::get32(h) == rkey && wire::detail::get32(h + 4) == m.len &&
+                  wire::detail::get64(h + 8) == m.raddr,
+              entry + ": rkey " + hex(rkey) + ", length " + std::to_string(m.len) + ", remote_addr " + hex(m.raddr),
+              "rkey " + hex(wire::detail::get32(h)) + ", length " + std::to_string(wire::detail::get32(h + 4)) +
+                  ", remote_addr " + hex(wire::detail::get64(h + 8)));
+        at += wire::kPackEntryHead;
+        check(at + m.len <= pay.size(), entry + "'s bytes inside the payload", p.str());
+        const auto want = pattern(m.len, uint8_t(70 + i));
+        check(std::equal(want.begin(), want.end(), pay.begin() + long(at)), entry + "'s bytes = the posted buffer's", p.str());
+        at += m.len;
+    }
+    check_eq(at, pay.size(), "payload_len (the entries fill it exactly)");
+}
+
+}  // namespace
+
+CONFORM_TEST(requester_write_pack, "R-PACK-2:requester R-PACK-3 R-PACK-4 R-PACK-1:sender R-DATA-6:pack R-CMPL-2:pack",
+             "5 small WRITEs posted together toward a peer advertising accepts_pack travel as one WRITE_PACK (entries, "
+             "msg_seq 0..4, bytes); unacknowledged, it is resent under the same CSN with identical payload; its ACK "
+             "completes the 4 signaled WRITEs in order; toward a peer that does not advertise, the same posts travel "
+             "as 5 WRITEs, never opcode 10") {
+    const auto cfg = iut_cfg({{"initial_rto_us", "30000"}, {"min_rto_us", "30000"}, {"max_rto_us", "1000000"}});
+    {
+        // R-PACK-2: no accepts_pack in our CONNECT_REQ: one WRITE per message (the default 1 s RTO:
+        // nothing is resent while the test collects them).
+        Env e = setup(t);
+        post_small_writes(e);
+        auto f = e.p().collect_n(is_data(), kSmall, 1000 * kMs);
+        for (const auto& p : e.p().collect(is_data(), 20 * kMs)) f.push_back(p);
+        check_eq(f.size(), kSmall, "DATA packets toward a peer that did not advertise accepts_pack (one per WRITE)");
+        for (size_t i = 0; i < kSmall; ++i)
+            check(f[i].d().opcode == Opcode::write && f[i].d().msg_seq == i && f[i].d().msg_len == kSmallWrites[i].len,
+                  "WRITE msg_seq " + std::to_string(i) + " alone (never WRITE_PACK toward a peer that did not advertise)",
+                  f[i].str());
+        e.p().ack_all(f);
+        check_small_completions(e.completions(kSmall - 1));
+        e.no_completion(20);
+    }
+    Setup s{.iut = cfg};
+    s.cp.flags = wire::kConnAcceptsPack;
+    Env e = setup(t, s);
+    post_small_writes(e);
+    // R-PACK-3: queued together, they leave as one packet.
+    const RxPkt first = e.p().wait(is_data(), 1000 * kMs, "the WRITE_PACK of the 5 queued WRITEs");
+    const auto& d = first.d();
+    check(d.opcode == Opcode::write_pack && d.msg_seq == 0 && d.msg_len == kSmall && d.offset == 0 && d.stream_id == 1,
+          "one WRITE_PACK: stream 1, msg_seq 0 (the first message), msg_len 5 (the entry count), offset 0", first.str());
+    check(d.csn == e.p().theirs.initial_csn && d.imm == 0 && d.recv_seq == 0 &&
+              (d.dflags & (wire::kDataRetransmit | wire::kDataVoid)) == 0,
+          "the first CSN, no imm, no retransmit or void flag", first.str());
+    check_pack_entries(first, 0x4242);
+    // R-PACK-4: not acknowledged, it is resent (RTO 30 ms): the same CSN and header, byte-identical payload.
+    const RxPkt again = e.p().wait(is_data(), 1000 * kMs, "the WRITE_PACK resent after its RTO");
+    const auto& r = again.d();
+    check(r.opcode == Opcode::write_pack && r.csn == d.csn && r.msg_seq == d.msg_seq && r.msg_len == d.msg_len &&
+              r.stream_id == d.stream_id && r.psn != d.psn && (r.dflags & wire::kDataRetransmit),
+          "the retransmission: WRITE_PACK, the same CSN " + std::to_string(d.csn) +
+              ", msg_seq and msg_len, a new PSN, the retransmit flag",
+          again.str());
+    check(std::equal(first.payload().begin(), first.payload().end(), again.payload().begin(), again.payload().end()),
+          "the resent payload byte-identical to the first transmission's", again.str());
+    e.p().quiet(is_data(), 10 * kMs, "nothing else sent: the 5 messages are the one packet");
+    e.no_completion(10);
+    e.p().record(again);
+    e.p().ack_path(0);
+    check_small_completions(e.completions(kSmall - 1));
+    e.no_completion(20);
+}
+
+}  // namespace mroce::conform

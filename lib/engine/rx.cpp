@@ -1253,7 +1253,8 @@ void Engine::Impl::delivered(Conn& c, TxPkt* tp, uint32_t txmask, uint32_t csn) 
         Stream& s = c.streams[t.stream_idx];
         packet_acked(c, s, s.sq[t.sq_slot], t.msg_seq);
     } else if (t.opcode == Opcode::write_pack && t.stream_idx != kOrphanStream) [[unlikely]] {
-        pack_acked(c, t, t.msg_seq + t.msg_len);  // R-PACK-5: every message it carries
+        // R-PACK-4: every message it carries (TEST ONLY: TestMutation::pack_acks_first, the first alone).
+        pack_acked(c, t, t.msg_seq + (cfg.test_mutation == TestMutation::pack_acks_first ? 1 : t.msg_len));
     }
     // The caller (rx_ack) advances csn_una once per ACK, not once per packet.
 }

@@ -257,13 +257,15 @@ struct EngineStats {
 // TEST ONLY (the conformance suite's broken IUT, doc/conformance.md section 5):
 // one deliberate protocol violation at a time, so the suite shows that it
 // fails exactly the tests citing the rule broken. Every hook sits off the
-// per-packet path (a loss, a duplicate, a refusal, a registration).
+// per-packet path (a loss, a duplicate, a refusal, a registration, the ACK
+// of a WRITE_PACK).
 enum class TestMutation : uint8_t {
     none = 0,
     go_back_n,       // R-SACK-4: a SACK-detected loss resends every in-flight packet from the hole on
     no_rkey_bounds,  // R-MEM-3 item 4: regions are range-checked as if 64 KiB longer (kMutationSlack)
     no_dup_filter,   // R-CSN-3, R-ATOMIC-2: a duplicate CSN of an atomic is executed again
     ack_refused,     // R-ACK-8, R-NAK-1: a refused (NAKed) packet is acknowledged as well
+    pack_acks_first,  // R-PACK-4: a WRITE_PACK's ACK acknowledges its first message only, not all k
 };
 // no_rkey_bounds: how far past its end a region accepts remote access.
 inline constexpr uint64_t kMutationSlack = 64 * 1024;
